@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything dflash builds and tests with: Debian packages and the npm oracles.
+# Idempotent; needs root (or sudo) for apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libhwy-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
+  libgtest-dev libbenchmark-dev
+  python3-torch python3-numpy python3-jinja2 libopenblas0-pthread
+  nodejs npm
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The tokenizer and API oracles the tests use (versions pinned by package-lock.json).
+if [ ! -d node_modules/@huggingface/tokenizers ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+fi

@@ -1,0 +1,98 @@
+// dflash logits: the raw logits of every prompt position, for numerical comparison in tests.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "models/dflash_draft.h"
+#include "util/error.h"
+
+namespace dflash::cli {
+
+static void write_floats(const std::string& path, const std::vector<float>& v) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw file_error(path, "cannot open for writing");
+  const size_t w = std::fwrite(v.data(), sizeof(float), v.size(), f);
+  std::fclose(f);
+  if (w != v.size()) throw file_error(path, "short write");
+}
+
+void add_logits_command(CLI::App& app) {
+  struct Opts {
+    std::string model, ids, weights = "bf16", out;
+    int chunk_size = 512, threads = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("logits", "Write float32 logits [n_tokens x vocab] of every prompt position");
+  sub->add_option("--model", o->model)->required();
+  sub->add_option("--prompt-ids", o->ids)->required();
+  sub->add_option("--weights", o->weights, "bf16 | q8 | q4 | f32 | f16 | native");
+  sub->add_option("--chunk-size", o->chunk_size)->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--threads", o->threads);
+  sub->add_option("--out", o->out, "Output file (raw little-endian float32)")->required();
+  sub->callback([o] {
+    LoadOptions lo;
+    lo.weights = parse_weights_option(o->weights);
+    auto model = Transformer::load(o->model, lo);
+    const auto ids = parse_id_list(o->ids);
+    if (ids.empty()) throw Error("--prompt-ids is empty");
+    const int V = model->config().vocab, n = int(ids.size());
+    ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
+    KVCache cache = model->make_cache(n);
+    std::vector<float> logits(size_t(n) * V);
+    for (int pos = 0; pos < n; pos += o->chunk_size) {
+      ForwardArgs a;
+      a.tokens = ids.data() + pos;
+      a.n = std::min(o->chunk_size, n - pos);
+      a.logits_from = 0;
+      a.logits = logits.data() + size_t(pos) * V;
+      model->forward(cache, a, &pool);
+    }
+    write_floats(o->out, logits);
+    std::printf("%s\n", nlohmann::json{{"n_tokens", n}, {"vocab", V}}.dump().c_str());
+  });
+}
+
+void add_draft_logits_command(CLI::App& app) {
+  struct Opts {
+    std::string model, draft, ids, weights = "bf16", out;
+    int block_first = -1, block_size = 0, threads = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("draft-logits", "Write the draft's float32 logits [(B-1) x vocab] for one block");
+  sub->add_option("--model", o->model)->required();
+  sub->add_option("--draft", o->draft)->required();
+  sub->add_option("--prompt-ids", o->ids, "Context: prefilled through the target, taps fed to the draft")->required();
+  sub->add_option("--block-first", o->block_first, "The block's first (committed) token")->required();
+  sub->add_option("--block-size", o->block_size, "Default: the draft's block_size")->check(CLI::Range(2, 256));
+  sub->add_option("--weights", o->weights);
+  sub->add_option("--threads", o->threads);
+  sub->add_option("--out", o->out)->required();
+  sub->callback([o] {
+    LoadOptions lo;
+    lo.weights = parse_weights_option(o->weights);
+    auto model = Transformer::load(o->model, lo);
+    auto draft = DFlashDraft::load(o->draft, lo, *model);
+    const auto ids = parse_id_list(o->ids);
+    if (ids.empty()) throw Error("--prompt-ids is empty");
+    const int V = model->config().vocab, n = int(ids.size());
+    const int B = o->block_size > 0 ? o->block_size : draft->config().block_size;
+    ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
+    KVCache cache = model->make_cache(n), dcache = draft->make_cache(n + B);
+    std::vector<float> taps(size_t(n) * draft->feature_dim());
+    ForwardArgs a;
+    a.tokens = ids.data();
+    a.n = n;
+    a.logits_from = n;  // no logits needed
+    a.capture_layers = &draft->config().target_layer_ids;
+    a.capture = taps.data();
+    model->forward(cache, a, &pool);
+    draft->add_context(dcache, taps.data(), n, &pool);
+    std::vector<float> logits(size_t(B - 1) * V);
+    draft->propose(dcache, o->block_first, B, logits.data(), &pool);
+    write_floats(o->out, logits);
+    std::printf("%s\n", nlohmann::json{{"rows", B - 1}, {"vocab", V}}.dump().c_str());
+  });
+}
+
+}  // namespace dflash::cli

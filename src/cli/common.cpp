@@ -1,0 +1,76 @@
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace dflash::cli {
+
+static std::string exe_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, size_t(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string resolve_model_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  // The demo pair ships in the source tree; the binary usually sits in build/ beneath it.
+  for (const std::string& base : {std::string("."), exe_dir() + "/..", exe_dir() + "/../share/dflash"}) {
+    const std::string d = base + "/models/demo/target";
+    if (file_exists(d + "/config.json")) return d;
+  }
+  throw Error("no --model given and the demo model (models/demo/target) was not found");
+}
+
+std::vector<int32_t> parse_id_list(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) continue;
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      throw Error("invalid token id '" + item + "' in id list");
+    }
+  }
+  return ids;
+}
+
+std::optional<WType> parse_weights_option(const std::string& s) {
+  if (s == "native") return std::nullopt;
+  return parse_wtype(s);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir) {
+  if (!file_exists(dir + "/tokenizer.json")) return nullptr;
+  return std::make_unique<Tokenizer>(Tokenizer::from_folder(dir));
+}
+
+std::vector<int32_t> stop_ids_for(const ModelConfig& cfg, const Tokenizer* tok) {
+  std::vector<int32_t> ids(cfg.eos_ids.begin(), cfg.eos_ids.end());
+  if (tok)
+    for (int32_t e : tok->special().eos)
+      if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+  return ids;
+}
+
+std::string simple_chat_prompt(const std::string& user, bool enable_thinking) {
+  std::string s = "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+  if (!enable_thinking) s += "<think>\n\n</think>\n\n";
+  return s;
+}
+
+}  // namespace dflash::cli

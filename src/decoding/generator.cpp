@@ -1,0 +1,125 @@
+#include "decoding/generator.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace dflash {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    default: return "none";
+  }
+}
+
+Generator::Generator(const Transformer& model, ThreadPool* pool, int ctx_size)
+    : model_(model), pool_(pool), cache_(model.make_cache(ctx_size)) {}
+
+void Generator::start(const std::vector<int32_t>& prompt, const GenerateParams& params) {
+  if (prompt.empty()) throw Error("the prompt is empty");
+  if (params.max_tokens < 0) throw Error("max_tokens must not be negative");
+  if (int64_t(prompt.size()) + 1 > cache_.capacity())
+    throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context size of " +
+                std::to_string(cache_.capacity()) + " allows");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= model_.config().vocab)
+      throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                  std::to_string(model_.config().vocab) + ")");
+  params_ = params;
+  params_.chunk_size = std::max(1, params.chunk_size);
+  sampler_ = Sampler(params.sampling);
+  // Reuse the cached prefix this context already holds (a follow-up turn of a conversation).
+  size_t common = 0;
+  const size_t cached = size_t(cache_.length());
+  while (common < cached && common < tokens_.size() && common < prompt.size() - 1 && tokens_[common] == prompt[common]) ++common;
+  cache_.rollback(int(common));
+  tokens_ = prompt;
+  n_prompt_ = int(prompt.size());
+  n_generated_ = 0;
+  started_ = true;
+  prefilled_ = false;
+  finish_ = FinishReason::None;
+  timings_ = Timings{};
+  timings_.prompt_tokens = n_prompt_;
+  cancelled_.store(false);
+  t_start_ = now_seconds();
+}
+
+void Generator::prefill() {
+  const int vocab = model_.config().vocab;
+  logits_.resize(size_t(vocab));
+  const double t0 = now_seconds();
+  int pos = cache_.length();
+  while (pos < n_prompt_) {
+    const int n = std::min(params_.chunk_size, n_prompt_ - pos);
+    ForwardArgs a;
+    a.tokens = tokens_.data() + pos;
+    a.n = n;
+    a.logits_from = pos + n == n_prompt_ ? n - 1 : n;  // logits only for the prompt's last row
+    a.logits = logits_.data();
+    model_.forward(cache_, a, pool_);
+    pos += n;
+  }
+  timings_.prefill_s = now_seconds() - t0;
+  prefilled_ = true;
+}
+
+bool Generator::is_stop(int32_t t) const {
+  if (params_.ignore_eos) return false;
+  return std::find(params_.stop_ids.begin(), params_.stop_ids.end(), t) != params_.stop_ids.end();
+}
+
+bool Generator::emit(int32_t t, std::vector<int32_t>& out) {
+  tokens_.push_back(t);
+  out.push_back(t);
+  ++n_generated_;
+  timings_.generated_tokens = n_generated_;
+  if (n_generated_ == 1) {
+    t_first_ = now_seconds();
+    timings_.ttft_s = t_first_ - t_start_;
+  } else {
+    timings_.decode_s = now_seconds() - t_first_;
+  }
+  if (is_stop(t)) {
+    finish_ = FinishReason::Stop;
+    return true;
+  }
+  if (n_generated_ >= params_.max_tokens) {
+    finish_ = FinishReason::Length;
+    return true;
+  }
+  return false;
+}
+
+bool Generator::step(std::vector<int32_t>& out) {
+  if (!started_ || finish_ != FinishReason::None) return false;
+  if (cancelled_.load()) {
+    finish_ = FinishReason::Cancelled;
+    return false;
+  }
+  if (params_.max_tokens == 0) {
+    finish_ = FinishReason::Length;
+    return false;
+  }
+  if (!prefilled_) {
+    prefill();
+  } else {
+    if (cache_.length() + 1 > cache_.capacity()) {
+      finish_ = FinishReason::Length;  // context full
+      return false;
+    }
+    ForwardArgs a;
+    a.tokens = &tokens_.back();
+    a.n = 1;
+    a.logits = logits_.data();
+    model_.forward(cache_, a, pool_);
+  }
+  const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
+  return !emit(t, out);
+}
+
+}  // namespace dflash

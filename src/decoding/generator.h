@@ -1,0 +1,70 @@
+#pragma once
+// Plain autoregressive decoding, driven one step at a time so that a server can interleave,
+// stream and cancel. The speculative decoder implements the same interface.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "decoding/sampler.h"
+#include "models/transformer.h"
+
+namespace dflash {
+
+struct GenerateParams {
+  SamplingParams sampling;
+  int max_tokens = 256;
+  std::vector<int32_t> stop_ids;  // end-of-sequence ids; the stop token is emitted, then done
+  bool ignore_eos = false;
+  int chunk_size = 512;           // prefill chunk; results do not depend on it
+};
+
+struct Timings {
+  int prompt_tokens = 0, generated_tokens = 0;
+  double prefill_s = 0, decode_s = 0, ttft_s = 0;
+  double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
+  // Tokens after the first, over the time after the first (the first comes with prefill).
+  double decode_tok_s() const { return decode_s > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_s : 0; }
+};
+
+enum class FinishReason { None, Stop, Length, Cancelled };
+const char* finish_reason_name(FinishReason r);
+
+class Generator {
+ public:
+  Generator(const Transformer& model, ThreadPool* pool, int ctx_size);
+  virtual ~Generator() = default;
+
+  // Throws dflash::Error when the prompt does not fit the context.
+  virtual void start(const std::vector<int32_t>& prompt, const GenerateParams& params);
+  // Appends this step's new tokens to `out`; returns false once generation has finished.
+  virtual bool step(std::vector<int32_t>& out);
+  void cancel() { cancelled_.store(true); }
+
+  FinishReason finish_reason() const { return finish_; }
+  const Timings& timings() const { return timings_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }  // prompt + generated
+
+ protected:
+  // Prefills prompt tokens not yet in the cache; returns the last row's logits.
+  void prefill();
+  // Records a generated token; returns true if generation must stop after it.
+  bool emit(int32_t t, std::vector<int32_t>& out);
+  bool is_stop(int32_t t) const;
+
+  const Transformer& model_;
+  ThreadPool* pool_;
+  KVCache cache_;
+  GenerateParams params_;
+  Sampler sampler_{SamplingParams{}};
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;
+  int n_prompt_ = 0, n_generated_ = 0;
+  bool started_ = false, prefilled_ = false;
+  FinishReason finish_ = FinishReason::None;
+  Timings timings_;
+  double t_start_ = 0, t_first_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace dflash

@@ -1,0 +1,91 @@
+#include "decoding/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace dflash {
+
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+double counter_uniform(uint64_t seed, uint64_t index) {
+  const uint64_t r = splitmix64(splitmix64(seed) ^ (index * 0xd1b54a32d192ed03ull));
+  return double(r >> 11) * 0x1.0p-53;
+}
+
+int32_t argmax(const float* x, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+// Hugging Face's order: repetition penalty, temperature, top-k, top-p, min-p.
+void Sampler::probabilities(const float* logits, int vocab, const std::vector<int32_t>& history,
+                            std::vector<float>& p) const {
+  std::vector<float> l(logits, logits + vocab);
+  if (p_.repetition_penalty != 1.0f)
+    for (int32_t t : history)
+      if (t >= 0 && t < vocab) l[size_t(t)] = l[size_t(t)] > 0 ? l[size_t(t)] / p_.repetition_penalty : l[size_t(t)] * p_.repetition_penalty;
+  p.assign(size_t(vocab), 0.0f);
+  if (greedy()) {
+    p[size_t(argmax(l.data(), vocab))] = 1.0f;
+    return;
+  }
+  for (auto& v : l) v /= p_.temperature;
+  std::vector<int32_t> idx(static_cast<size_t>(vocab));
+  std::iota(idx.begin(), idx.end(), 0);
+  // Descending logit, ascending id on ties: a total order, so results are reproducible.
+  auto by_logit = [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b); };
+  size_t keep = size_t(vocab);
+  if (p_.top_k > 0 && size_t(p_.top_k) < keep) keep = size_t(p_.top_k);
+  std::partial_sort(idx.begin(), idx.begin() + long(keep), idx.end(), by_logit);
+  idx.resize(keep);
+  const float mx = l[size_t(idx[0])];
+  std::vector<double> e(keep);
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += (e[i] = std::exp(double(l[size_t(idx[i])] - mx)));
+  if (p_.top_p < 1.0f) {
+    double cum = 0;
+    size_t k = 0;
+    while (k < keep) {
+      cum += e[k] / sum;
+      ++k;
+      if (cum >= p_.top_p) break;
+    }
+    keep = std::max<size_t>(k, 1);
+  }
+  if (p_.min_p > 0.0f) {
+    const double thr = p_.min_p * e[0];
+    size_t k = 1;
+    while (k < keep && e[k] >= thr) ++k;
+    keep = k;
+  }
+  double s2 = 0;
+  for (size_t i = 0; i < keep; ++i) s2 += e[i];
+  for (size_t i = 0; i < keep; ++i) p[size_t(idx[i])] = float(e[i] / s2);
+}
+
+int32_t Sampler::sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index) const {
+  if (greedy() && p_.repetition_penalty == 1.0f) return argmax(logits, vocab);
+  std::vector<float> p;
+  probabilities(logits, vocab, history, p);
+  if (greedy()) return argmax(p.data(), vocab);
+  const double u = counter_uniform(p_.seed, index);
+  double cum = 0;
+  int32_t last = 0;
+  for (int i = 0; i < vocab; ++i) {
+    if (p[size_t(i)] <= 0) continue;
+    cum += p[size_t(i)];
+    last = i;
+    if (u < cum) return i;
+  }
+  return last;  // rounding left u above the total
+}
+
+}  // namespace dflash

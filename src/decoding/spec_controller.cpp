@@ -1,0 +1,93 @@
+#include "decoding/spec_controller.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dflash {
+
+namespace {
+constexpr double kEma = 0.2;
+constexpr int kProbeEvery = 32;  // plain steps between probes when speculation is off
+
+void ema(std::map<int, double>& m, int k, double v) {
+  auto it = m.find(k);
+  if (it == m.end()) m[k] = v;
+  else it->second += kEma * (v - it->second);
+}
+}  // namespace
+
+SpecController::SpecController(int max_block, bool adaptive) : max_block_(std::max(1, max_block)), adaptive_(adaptive) {}
+
+double SpecController::alpha() const { return std::clamp(acc_ / tried_, 0.0, 0.999); }
+
+static double interpolate(const std::map<int, double>& m, int k) {
+  if (m.empty()) return -1;
+  auto hi = m.lower_bound(k);
+  if (hi != m.end() && hi->first == k) return hi->second;
+  if (hi == m.begin()) return hi->second * double(k) / double(hi->first);
+  auto lo = std::prev(hi);
+  if (hi == m.end()) return lo->second * double(k) / double(lo->first);  // pessimistic: linear
+  const double t = double(k - lo->first) / double(hi->first - lo->first);
+  return lo->second + t * (hi->second - lo->second);
+}
+
+double SpecController::verify_cost(int B) const {
+  double v = interpolate(verify_s_, B);
+  if (v < 0) v = plain_s_ > 0 ? plain_s_ * (1.0 + 0.15 * (B - 1)) : 1.0;
+  return v;
+}
+
+double SpecController::draft_cost(int B) const {
+  double v = interpolate(draft_s_, B);
+  if (v < 0) v = plain_s_ > 0 ? plain_s_ * 0.2 : 0.1;
+  return v;
+}
+
+double SpecController::predicted_speedup(int B) const {
+  if (B <= 1 || plain_s_ <= 0) return 1.0;
+  const double a = alpha();
+  // Expected tokens per step: accepted prefix (geometric in alpha, capped at B-1) + bonus.
+  const double tokens = (1.0 - std::pow(a, B)) / (1.0 - a);
+  return tokens / (draft_cost(B) + verify_cost(B)) * plain_s_;
+}
+
+int SpecController::next_block() {
+  if (!adaptive_) return current_ = max_block_;
+  if (plain_s_ <= 0) return current_ = 1;  // measure a plain step first
+  int best = 1;
+  double best_speedup = 1.0;
+  std::vector<int> candidates;
+  for (int B = 2; B < max_block_; B *= 2) candidates.push_back(B);
+  if (max_block_ >= 2) candidates.push_back(max_block_);
+  for (int B : candidates) {
+    const double s = predicted_speedup(B);
+    if (s > best_speedup * 1.02) {  // a small margin: switching on must clearly pay
+      best = B;
+      best_speedup = s;
+    }
+  }
+  if (best == 1 && ++plain_run_ >= kProbeEvery) {  // re-measure: acceptance may have changed
+    plain_run_ = 0;
+    best = std::min(max_block_, 4);
+  }
+  if (best > 1) plain_run_ = 0;
+  return current_ = best;
+}
+
+void SpecController::record_spec(int B, int accepted, double draft_s, double verify_s) {
+  ema(verify_s_, B, verify_s);
+  ema(draft_s_, B, draft_s);
+  // Positions the target actually judged: the accepted ones and the first rejected one.
+  const double judged = accepted < B - 1 ? accepted + 1 : accepted;
+  // Decay old evidence so the estimate follows the text (code vs prose accept differently).
+  acc_ = acc_ * 0.95 + accepted;
+  tried_ = tried_ * 0.95 + judged;
+}
+
+void SpecController::record_plain(double forward_s) {
+  if (plain_s_ <= 0) plain_s_ = forward_s;
+  else plain_s_ += kEma * (forward_s - plain_s_);
+  ema(verify_s_, 1, forward_s);
+}
+
+}  // namespace dflash

@@ -1,0 +1,242 @@
+#include "decoding/speculative.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "decoding/sampler.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace dflash {
+
+namespace {
+// Independent random streams for the accept test and the residual resample.
+constexpr uint64_t kAcceptStream = 0x5bd1e995a1b2c3d4ull;
+constexpr uint64_t kResidualStream = 0x27d4eb2f165667c5ull;
+constexpr uint64_t kDraftStream = 0x9e3779b97f4a7c15ull;
+
+bool all_finite(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+}
+
+int32_t draw(const std::vector<float>& p, double u) {
+  double total = 0;
+  for (float v : p) total += v;
+  double cum = 0;
+  int32_t last = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= 0) continue;
+    cum += p[i] / total;
+    last = int32_t(i);
+    if (u < cum) return int32_t(i);
+  }
+  return last;
+}
+}  // namespace
+
+SpeculativeGenerator::SpeculativeGenerator(const Transformer& target, const DFlashDraft& draft, ThreadPool* pool,
+                                           int ctx_size, SpecParams sp)
+    : Generator(target, pool, ctx_size), draft_(draft), sp_(sp), draft_cache_(draft.make_cache(ctx_size)),
+      controller_(sp.block_size, sp.adaptive) {
+  if (sp.block_size < 1) throw Error("block size must be at least 1");
+}
+
+void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const GenerateParams& params) {
+  Generator::start(prompt, params);
+  // The draft's context rows mirror the target's cached positions.
+  draft_cache_.rollback(cache_.length());
+  cache_.rollback(draft_cache_.length());
+  stats_ = SpecStats{};
+  stats_.block_size = sp_.block_size;
+  stats_.histogram.assign(size_t(sp_.block_size) + 1, 0);
+  draft_on_ = sp_.block_size > 1;
+  if (!draft_on_) stats_.speculation = "off";
+  controller_ = SpecController(sp_.block_size, sp_.adaptive);
+}
+
+void SpeculativeGenerator::fall_back(const std::string& reason) {
+  if (!draft_on_) return;
+  draft_on_ = false;
+  stats_.speculation = "fallback:" + reason;
+  std::fprintf(stderr, "dflash: speculation switched off for this request: %s\n", reason.c_str());
+}
+
+void SpeculativeGenerator::prefill_with_taps() {
+  const int vocab = model_.config().vocab;
+  const int F = draft_.feature_dim();
+  logits_.resize(size_t(vocab));
+  const double t0 = now_seconds();
+  int pos = cache_.length();
+  while (pos < n_prompt_) {
+    const int n = std::min(params_.chunk_size, n_prompt_ - pos);
+    taps_.resize(size_t(n) * F);
+    ForwardArgs a;
+    a.tokens = tokens_.data() + pos;
+    a.n = n;
+    a.logits_from = pos + n == n_prompt_ ? n - 1 : n;
+    a.logits = logits_.data();
+    a.capture_layers = &draft_.config().target_layer_ids;
+    a.capture = taps_.data();
+    model_.forward(cache_, a, pool_);
+    draft_.add_context(draft_cache_, taps_.data(), n, pool_);
+    pos += n;
+  }
+  timings_.prefill_s = now_seconds() - t0;
+  prefilled_ = true;
+}
+
+bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
+  if (cache_.length() + 1 > cache_.capacity()) {
+    finish_ = FinishReason::Length;
+    return false;
+  }
+  const double t0 = now_seconds();
+  ForwardArgs a;
+  a.tokens = &tokens_.back();
+  a.n = 1;
+  a.logits = logits_.data();
+  if (draft_on_) {  // keep the draft's context complete so speculation can resume
+    taps_.resize(size_t(draft_.feature_dim()));
+    a.capture_layers = &draft_.config().target_layer_ids;
+    a.capture = taps_.data();
+  }
+  model_.forward(cache_, a, pool_);
+  if (draft_on_) {
+    draft_.add_context(draft_cache_, taps_.data(), 1, pool_);
+    controller_.record_plain(now_seconds() - t0);
+    ++stats_.plain_steps;
+  }
+  const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
+  return !emit(t, out);
+}
+
+bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
+  const int V = model_.config().vocab;
+  const int F = draft_.feature_dim();
+  const int start = cache_.length();
+  const int32_t last = tokens_.back();
+
+  const double t0 = now_seconds();
+  std::vector<float> dlogits(size_t(B - 1) * V);
+  draft_.propose(draft_cache_, last, B, dlogits.data(), pool_);
+  const double t1 = now_seconds();
+  if (!all_finite(dlogits.data(), dlogits.size())) {
+    ++stats_.nonfinite_steps;
+    fall_back("nonfinite_draft_logits");
+    return plain_step(out);
+  }
+
+  const bool probabilistic = sp_.acceptance == Acceptance::Probabilistic && !sampler_.greedy();
+  const bool need_history = sampler_.params().repetition_penalty != 1.0f || probabilistic;
+  std::vector<int32_t> block(static_cast<size_t>(B));
+  block[0] = last;
+  std::vector<int32_t> hist;
+  if (need_history) hist = tokens_;
+  std::vector<std::vector<float>> q(probabilistic ? size_t(B - 1) : 0);
+  for (int j = 1; j < B; ++j) {
+    const float* row = dlogits.data() + size_t(j - 1) * V;
+    if (probabilistic) {
+      sampler_.probabilities(row, V, hist, q[size_t(j - 1)]);
+      block[size_t(j)] = draw(q[size_t(j - 1)], counter_uniform(sampler_.params().seed ^ kDraftStream, uint64_t(n_generated_ + j)));
+    } else {
+      block[size_t(j)] = argmax(row, V);  // the reference drafts greedily at any temperature
+    }
+    if (need_history) hist.push_back(block[size_t(j)]);
+  }
+
+  std::vector<float> vlogits(size_t(B) * V);
+  taps_.resize(size_t(B) * F);
+  ForwardArgs a;
+  a.tokens = block.data();
+  a.n = B;
+  a.logits_from = 0;
+  a.logits = vlogits.data();
+  a.capture_layers = &draft_.config().target_layer_ids;
+  a.capture = taps_.data();
+  model_.forward(cache_, a, pool_);
+  const double t2 = now_seconds();
+
+  // Walk the block: accept while the draft agrees with the target, then one bonus token.
+  std::vector<int32_t> emitted;
+  int accepted = 0;
+  std::vector<int32_t> h;
+  if (need_history) h = tokens_;
+  std::vector<float> p;
+  for (int j = 0; j < B; ++j) {
+    const float* row = vlogits.data() + size_t(j) * V;
+    const uint64_t index = uint64_t(n_generated_ + j);
+    if (probabilistic && j < B - 1) {
+      sampler_.probabilities(row, V, h, p);
+      const int32_t d = block[size_t(j + 1)];
+      const double u = counter_uniform(sampler_.params().seed ^ kAcceptStream, index);
+      const std::vector<float>& qj = q[size_t(j)];
+      if (u * qj[size_t(d)] < p[size_t(d)]) {
+        emitted.push_back(d);
+        ++accepted;
+        h.push_back(d);
+        continue;
+      }
+      for (size_t i = 0; i < p.size(); ++i) p[i] = std::max(0.0f, p[i] - qj[i]);
+      emitted.push_back(draw(p, counter_uniform(sampler_.params().seed ^ kResidualStream, index)));
+      break;
+    }
+    const int32_t t = sampler_.sample(row, V, h, index);
+    if (j < B - 1 && block[size_t(j + 1)] == t) {
+      emitted.push_back(t);
+      ++accepted;
+      if (need_history) h.push_back(t);
+      continue;
+    }
+    emitted.push_back(t);
+    break;
+  }
+
+  // Keep the rows of the committed tokens (last + accepted drafts); their taps become the
+  // draft's new context.
+  cache_.rollback(start + accepted + 1);
+  draft_.add_context(draft_cache_, taps_.data(), accepted + 1, pool_);
+  const double t3 = now_seconds();
+
+  stats_.drafted += B - 1;
+  stats_.accepted += accepted;
+  ++stats_.steps;
+  stats_.accept_lens.push_back(accepted);
+  ++stats_.histogram[size_t(accepted + 1)];
+  stats_.draft_s += (t1 - t0) + (t3 - t2);
+  stats_.verify_s += t2 - t1;
+  controller_.record_spec(B, accepted, (t1 - t0) + (t3 - t2), t2 - t1);
+
+  for (int32_t t : emitted)
+    if (emit(t, out)) return false;
+  return true;
+}
+
+bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
+  if (!started_ || finish_ != FinishReason::None) return false;
+  if (cancelled_.load()) {
+    finish_ = FinishReason::Cancelled;
+    return false;
+  }
+  if (params_.max_tokens == 0) {
+    finish_ = FinishReason::Length;
+    return false;
+  }
+  if (!prefilled_) {
+    if (draft_on_) prefill_with_taps();
+    else prefill();
+    const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, 0);
+    return !emit(t, out);
+  }
+  if (!draft_on_) return plain_step(out);
+  int B = controller_.next_block();
+  // Never verify more than can be emitted or stored.
+  B = std::min({B, params_.max_tokens - n_generated_, cache_.capacity() - cache_.length(),
+                draft_cache_.capacity() - draft_cache_.length()});
+  if (B <= 1) return plain_step(out);
+  return spec_step(B, out);
+}
+
+}  // namespace dflash

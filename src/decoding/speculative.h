@@ -1,0 +1,48 @@
+#pragma once
+// DFlash speculative decoding: the draft proposes a block, the target verifies it in one
+// forward, the accepted prefix plus one bonus token is emitted. Greedy output is token-exact
+// with plain decoding (the kernels are batch invariant); at temperature > 0 every emitted
+// token is the target's own sample at its position (same seed, same output), or, with
+// probabilistic acceptance, a draw from the target's distribution by rejection sampling.
+#include <memory>
+
+#include "decoding/generator.h"
+#include "decoding/spec_controller.h"
+#include "decoding/spec_stats.h"
+#include "models/dflash_draft.h"
+
+namespace dflash {
+
+enum class Acceptance { TargetSample, Probabilistic };
+
+struct SpecParams {
+  int block_size = 16;      // tokens per verify: the last committed token + block_size-1 drafts
+  bool adaptive = true;     // let the controller pick the block size (down to plain decoding)
+  Acceptance acceptance = Acceptance::TargetSample;
+};
+
+class SpeculativeGenerator : public Generator {
+ public:
+  SpeculativeGenerator(const Transformer& target, const DFlashDraft& draft, ThreadPool* pool, int ctx_size,
+                       SpecParams sp);
+
+  void start(const std::vector<int32_t>& prompt, const GenerateParams& params) override;
+  bool step(std::vector<int32_t>& out) override;
+  const SpecStats& stats() const { return stats_; }
+
+ private:
+  void prefill_with_taps();
+  bool plain_step(std::vector<int32_t>& out);
+  bool spec_step(int B, std::vector<int32_t>& out);
+  void fall_back(const std::string& reason);
+
+  const DFlashDraft& draft_;
+  SpecParams sp_;
+  KVCache draft_cache_;
+  SpecController controller_;
+  SpecStats stats_;
+  std::vector<float> taps_;  // [rows][feature_dim] of the last target pass
+  bool draft_on_ = true;
+};
+
+}  // namespace dflash

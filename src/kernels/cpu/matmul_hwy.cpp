@@ -1,0 +1,171 @@
+// Fast matmul for every weight format, SIMD through Highway with run-time dispatch.
+//
+// Each weight row is decoded to fp32 vectors once per group of up to kMaxRows activation rows
+// and fused into one accumulator per row. The accumulation order of y[m][n] depends only on
+// K and the SIMD width, never on M or the thread split: that is what makes decode, verify and
+// prefill bitwise identical (see kernels.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+#include "kernels/kernels.h"
+#include "kernels/numeric.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace dflash {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Capped at 16 lanes so a Q4_0 half-block (16 nibbles) always fills whole vectors.
+using DF = hn::CappedTag<float, 16>;
+
+// Calls fn(k, w) for consecutive fp32 weight vectors w covering elements [k, k+Lanes).
+// Returns the number of leading elements covered; the rest (non-quantized formats with K not
+// a multiple of the vector width) is left to a scalar tail.
+template <WType T, class Fn>
+HWY_INLINE int64_t ForEachWeightVector(const uint8_t* row, int64_t K, Fn&& fn) {
+  const DF df;
+  const int64_t L = int64_t(hn::Lanes(df));
+  if constexpr (T == WType::F32) {
+    const float* p = reinterpret_cast<const float*>(row);
+    int64_t k = 0;
+    for (; k + L <= K; k += L) fn(k, hn::LoadU(df, p + k));
+    return k;
+  } else if constexpr (T == WType::BF16) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<uint32_t, DF> d32;
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row);
+    int64_t k = 0;
+    for (; k + L <= K; k += L)
+      fn(k, hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p + k)))));
+    return k;
+  } else if constexpr (T == WType::F16) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const hwy::float16_t* p = reinterpret_cast<const hwy::float16_t*>(row);
+    int64_t k = 0;
+    for (; k + L <= K; k += L) fn(k, hn::PromoteTo(df, hn::LoadU(dh, p + k)));
+    return k;
+  } else if constexpr (T == WType::Q8_0) {
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
+    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
+      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+      for (int64_t j = 0; j < kQBlock; j += L) {
+        const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j)));
+        fn(blk * kQBlock + j, hn::Mul(q, d));
+      }
+    }
+    return K / kQBlock * kQBlock;
+  } else {  // Q4_0
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
+    const auto mask = hn::Set(di, 0xf);
+    const auto eight = hn::Set(di, 8);
+    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
+      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+      for (int64_t j = 0; j < kQBlock / 2; j += L) {
+        const auto bytes = hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, DF>(), hn::LoadU(d8, b[blk].qs + j)));
+        const auto lo = hn::Sub(hn::And(bytes, mask), eight);
+        const auto hi = hn::Sub(hn::ShiftRight<4>(bytes), eight);
+        fn(blk * kQBlock + j, hn::Mul(hn::ConvertTo(df, lo), d));
+        fn(blk * kQBlock + kQBlock / 2 + j, hn::Mul(hn::ConvertTo(df, hi), d));
+      }
+    }
+    return K / kQBlock * kQBlock;
+  }
+}
+
+template <WType T>
+HWY_INLINE float ScalarWeight(const uint8_t* row, int64_t k) {
+  if constexpr (T == WType::F32) return reinterpret_cast<const float*>(row)[k];
+  if constexpr (T == WType::BF16) return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
+  if constexpr (T == WType::F16) return f16_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
+  return 0.0f;  // quantized formats have no tail (K is a multiple of 32)
+}
+
+constexpr int kMaxRows = 8;
+
+// y[r * ldy] = dot(W row, x[r]) for r < R.
+template <WType T, int R>
+HWY_INLINE void DotRows(const uint8_t* wrow, int64_t K, const float* x, float* y, int64_t ldy) {
+  const DF df;
+  hn::Vec<DF> acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  const int64_t done = ForEachWeightVector<T>(wrow, K, [&](int64_t k, hn::Vec<DF> w) HWY_ATTR {
+    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(w, hn::LoadU(df, x + r * K + k), acc[r]);
+  });
+  for (int r = 0; r < R; ++r) {
+    float s = hn::GetLane(hn::SumOfLanes(df, acc[r]));
+    for (int64_t k = done; k < K; ++k) s += ScalarWeight<T>(wrow, k) * x[r * K + k];
+    y[r * ldy] = s;
+  }
+}
+
+template <WType T>
+void MatmulRange(const float* x, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
+  const int64_t K = w.cols, N = w.rows;
+  int m = 0;
+  for (; m + kMaxRows <= M; m += kMaxRows)
+    for (int64_t n = n0; n < n1; ++n) DotRows<T, kMaxRows>(w.row(n), K, x + m * K, y + m * N + n, N);
+  const int rest = M - m;
+  for (int64_t n = n0; n < n1 && rest > 0; ++n) {
+    const float* xm = x + m * K;
+    float* ym = y + m * N + n;
+    switch (rest) {
+      case 1: DotRows<T, 1>(w.row(n), K, xm, ym, N); break;
+      case 2: DotRows<T, 2>(w.row(n), K, xm, ym, N); break;
+      case 3: DotRows<T, 3>(w.row(n), K, xm, ym, N); break;
+      case 4: DotRows<T, 4>(w.row(n), K, xm, ym, N); break;
+      case 5: DotRows<T, 5>(w.row(n), K, xm, ym, N); break;
+      case 6: DotRows<T, 6>(w.row(n), K, xm, ym, N); break;
+      default: DotRows<T, 7>(w.row(n), K, xm, ym, N); break;
+    }
+  }
+}
+
+void MatmulRangeDispatch(const float* x, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
+  switch (w.type) {
+    case WType::F32: return MatmulRange<WType::F32>(x, M, w, y, n0, n1);
+    case WType::F16: return MatmulRange<WType::F16>(x, M, w, y, n0, n1);
+    case WType::BF16: return MatmulRange<WType::BF16>(x, M, w, y, n0, n1);
+    case WType::Q8_0: return MatmulRange<WType::Q8_0>(x, M, w, y, n0, n1);
+    case WType::Q4_0: return MatmulRange<WType::Q4_0>(x, M, w, y, n0, n1);
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dflash
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dflash {
+HWY_EXPORT(MatmulRangeDispatch);
+HWY_EXPORT(TargetName);
+
+void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool) {
+  // Chunks of weight rows small enough to stay in L2 while every activation row passes over
+  // them; the split never cuts a reduction, so it cannot change any result.
+  const int64_t rb = int64_t(row_bytes(w.type, w.cols));
+  int64_t chunk = std::max<int64_t>(4, (128 * 1024) / std::max<int64_t>(rb, 1));
+  const int threads = pool ? pool->size() : 1;
+  chunk = std::min(chunk, std::max<int64_t>(4, (w.rows + threads * 4 - 1) / (threads * 4)));
+  const int tasks = int((w.rows + chunk - 1) / chunk);
+  auto fn = [&](int t) {
+    const int64_t n0 = int64_t(t) * chunk, n1 = std::min(w.rows, n0 + chunk);
+    HWY_DYNAMIC_DISPATCH(MatmulRangeDispatch)(x, M, w, y, n0, n1);
+  };
+  if (pool) pool->parallel_for(tasks, fn);
+  else for (int t = 0; t < tasks; ++t) fn(t);
+}
+
+const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace dflash
+#endif

@@ -1,0 +1,53 @@
+#pragma once
+// The tensor kernels the models call. Each hot kernel has a fast version (kernels/cpu, SIMD
+// with run-time dispatch through Highway) and a plain reference twin (kernels/ref) that tests
+// compare it with.
+//
+// Batch invariance: every output element is reduced in an order that depends only on its own
+// inputs, never on how many rows are in the batch or how work is split across threads. So a
+// position's logits are bitwise identical in decode, in a 5-token verify and in a 512-token
+// prefill chunk.
+#include <cstdint>
+
+#include "kernels/weight_matrix.h"
+#include "util/thread_pool.h"
+
+namespace dflash {
+
+// y[m][n] = sum_k x[m][k] * W[n][k], for m < M. x is fp32 [M][K], y is fp32 [M][N].
+void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool);
+
+// Attention over a KV cache laid out [kv_head][capacity][head_dim]. Query row i (head h)
+// attends to keys [kbeg[i], kend[i]) of kv head h / (n_heads / n_kv_heads). q and out are
+// [n_q][n_heads * head_dim].
+struct AttentionArgs {
+  const float* q;
+  int n_q, n_heads, n_kv_heads, head_dim;
+  const float* k_cache;
+  const float* v_cache;
+  int64_t capacity;  // rows per kv head in the cache
+  const int* kbeg;
+  const int* kend;
+  float scale;
+  float* out;
+};
+void attention(const AttentionArgs& a, ThreadPool* pool);
+
+// Row-wise RMSNorm: out = x / sqrt(mean(x^2) + eps) * w. out may alias x.
+void rmsnorm(const float* x, int rows, int dim, const float* w, float eps, float* out);
+
+// NeoX-style rotate-half RoPE on [rows][n_heads][head_dim], cos/sin tables [rows][head_dim/2].
+void rope_neox(float* x, int rows, int n_heads, int head_dim, const float* cos, const float* sin);
+
+// out[i] = silu(gate[i]) * up[i].
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+
+namespace ref {
+void matmul(const float* x, int M, const WeightMatrix& w, float* y);
+void attention(const AttentionArgs& a);
+}  // namespace ref
+
+// Which SIMD target the fast kernels dispatched to on this machine (for bench output).
+const char* simd_target_name();
+
+}  // namespace dflash

@@ -1,0 +1,45 @@
+#pragma once
+// The shape and numerics of a decoder-only target model, read from a Hugging Face config.json.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dflash {
+
+struct ArchSpec;
+
+struct RopeScaling {
+  std::string type = "default";  // default | linear | llama3 | yarn
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  double original_max_position = 0;                      // llama3, yarn
+  double beta_fast = 32.0, beta_slow = 1.0;              // yarn
+  double attention_factor = 1.0;                         // yarn: multiplies cos and sin
+  bool truncate = true;                                  // yarn
+};
+
+struct ModelConfig {
+  const ArchSpec* arch = nullptr;
+  std::string architecture;  // as named in config.json
+  int hidden = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
+  double rms_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  int max_position = 4096;
+  bool tie_embeddings = false;
+  bool attention_bias = false;
+  std::vector<int> eos_ids;
+  int bos_id = -1;
+
+  // Reads config.json (and generation_config.json for eos ids when present) from dir.
+  static ModelConfig from_folder(const std::string& dir);
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
+};
+
+// The rope_scaling object of a config (absent: no scaling).
+RopeScaling parse_rope_scaling(const nlohmann::json& config, int max_pos, const std::string& origin);
+
+// RoPE inverse frequencies for head_dim/2 pairs, with the config's scaling applied.
+std::vector<double> rope_inv_freq(const ModelConfig& c);
+
+}  // namespace dflash

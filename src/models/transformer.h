@@ -1,0 +1,63 @@
+#pragma once
+// A decoder-only target model (Qwen3, Qwen2, Llama): weights plus one forward function that
+// the architecture's ArchSpec switches. Single-flight: one forward at a time per instance.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/weight_matrix.h"
+#include "models/kv_cache.h"
+#include "models/model_config.h"
+#include "util/thread_pool.h"
+
+namespace dflash {
+
+struct LayerWeights {
+  WeightMatrix wq, wk, wv, wo, gate, up, down;
+  std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv;
+};
+
+struct LoadOptions {
+  std::optional<WType> weights;  // nullopt: keep the checkpoint's own dtype
+  bool populate = false;         // read all pages at load (benchmarks)
+};
+
+struct ForwardArgs {
+  const int32_t* tokens = nullptr;
+  int n = 0;                   // rows in this call, at positions cache.length() ...
+  int logits_from = -1;        // compute logits for rows [logits_from, n); -1 = last row only
+  float* logits = nullptr;     // [(n - logits_from)][vocab]
+  const std::vector<int>* capture_layers = nullptr;  // layer ids whose outputs to keep
+  float* capture = nullptr;    // [n][capture_layers->size()][hidden]
+};
+
+class Transformer {
+ public:
+  static std::unique_ptr<Transformer> load(const std::string& dir, const LoadOptions& opt);
+  // Random weights of a given shape (benchmarks of real shapes without any file).
+  static std::unique_ptr<Transformer> random(const ModelConfig& cfg, WType weights, uint64_t seed);
+
+  const ModelConfig& config() const { return cfg_; }
+  KVCache make_cache(int capacity) const;
+  // Runs rows through the model, appends their K/V to the cache and advances its length.
+  void forward(KVCache& cache, const ForwardArgs& args, ThreadPool* pool) const;
+
+  void embed(int32_t token, float* out) const;
+  const WeightMatrix& lm_head() const { return lm_head_; }
+  // Final RMSNorm then LM head for `rows` hidden states (used by drafts that share the head).
+  void logits_from_hidden(const float* h, int rows, float* logits, ThreadPool* pool) const;
+  size_t weight_bytes() const;            // bytes streamed per decode step
+  WType weight_type() const { return lm_head_.type; }
+
+ private:
+  ModelConfig cfg_;
+  WeightMatrix embed_, lm_head_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> final_norm_;
+  std::vector<double> inv_freq_;
+  std::shared_ptr<const void> storage_;  // the mapped files, kept alive
+  friend struct TransformerLoader;
+};
+
+}  // namespace dflash

@@ -1,0 +1,130 @@
+// Building a Transformer: from a Hugging Face folder, or with random weights of a given shape.
+
+#include "formats/safetensors.h"
+#include "models/arch/arch_spec.h"
+#include "models/transformer.h"
+#include "models/weight_loader.h"
+#include "util/error.h"
+
+namespace dflash {
+
+struct TransformerLoader {
+  static std::unique_ptr<Transformer> load(const std::string& dir, const LoadOptions& opt) {
+    auto m = std::make_unique<Transformer>();
+    m->cfg_ = ModelConfig::from_folder(dir);
+    const ModelConfig& c = m->cfg_;
+    auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
+    m->storage_ = store;
+    WeightLoader L(*store, dir);
+    const std::string p = L.detect_prefix("embed_tokens.weight");
+    const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    // The embedding is only gathered from, never streamed whole: keep it as stored.
+    m->embed_ = L.matrix(p + "embed_tokens.weight", c.vocab, H, std::nullopt);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const std::string lp = p + "layers." + std::to_string(l) + ".";
+      LayerWeights w;
+      w.wq = L.matrix(lp + "self_attn.q_proj.weight", qd, H, opt.weights);
+      w.wk = L.matrix(lp + "self_attn.k_proj.weight", kvd, H, opt.weights);
+      w.wv = L.matrix(lp + "self_attn.v_proj.weight", kvd, H, opt.weights);
+      w.wo = L.matrix(lp + "self_attn.o_proj.weight", H, qd, opt.weights);
+      w.gate = L.matrix(lp + "mlp.gate_proj.weight", c.ffn, H, opt.weights);
+      w.up = L.matrix(lp + "mlp.up_proj.weight", c.ffn, H, opt.weights);
+      w.down = L.matrix(lp + "mlp.down_proj.weight", H, c.ffn, opt.weights);
+      w.attn_norm = L.vector(lp + "input_layernorm.weight", H);
+      w.ffn_norm = L.vector(lp + "post_attention_layernorm.weight", H);
+      if (c.arch->qk_norm) {
+        w.q_norm = L.vector(lp + "self_attn.q_norm.weight", c.head_dim);
+        w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
+      }
+      if (c.attention_bias) {
+        w.bq = L.vector(lp + "self_attn.q_proj.bias", qd);
+        w.bk = L.vector(lp + "self_attn.k_proj.bias", kvd);
+        w.bv = L.vector(lp + "self_attn.v_proj.bias", kvd);
+      }
+      m->layers_.push_back(std::move(w));
+    }
+    m->final_norm_ = L.vector(p + "norm.weight", H);
+    // The LM head sits beside the text model: strip the trailing "model." of the prefix.
+    std::string head_prefix = p.size() >= 6 && p.compare(p.size() - 6, 6, "model.") == 0 ? p.substr(0, p.size() - 6) : "";
+    const TensorView* head = nullptr;
+    for (const std::string& name : {head_prefix + "lm_head.weight", std::string("lm_head.weight")})
+      if ((head = L.try_get(name))) {
+        head = &L.get(name, {c.vocab, H});
+        break;
+      }
+    if (head && !c.tie_embeddings) {
+      m->lm_head_ = L.matrix(*head, opt.weights);
+    } else if (c.tie_embeddings) {
+      m->lm_head_ = L.matrix(p + "embed_tokens.weight", c.vocab, H, opt.weights);
+    } else {
+      throw file_error(dir, "missing tensor 'lm_head.weight' (and tie_word_embeddings is false)");
+    }
+    m->inv_freq_ = rope_inv_freq(c);
+    return m;
+  }
+
+  static std::unique_ptr<Transformer> random(const ModelConfig& c, WType type, uint64_t seed) {
+    auto m = std::make_unique<Transformer>();
+    m->cfg_ = c;
+    // xorshift uniform noise: a billion weights in seconds; the values do not matter for speed.
+    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+    auto next = [&state] {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      return float(int64_t(state >> 40) - (int64_t(1) << 23)) * (0.035f / float(1 << 23));
+    };
+    auto mat = [&](int64_t rows, int64_t cols, WType t) {
+      WeightMatrix w;
+      w.type = t;
+      w.rows = rows;
+      w.cols = cols;
+      const size_t rb = row_bytes(t, cols);
+      auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
+      std::vector<float> tmp(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : tmp) v = next();
+        quantize_row(tmp.data(), cols, t, buf.get() + size_t(r) * rb);
+      }
+      w.data = buf.get();
+      w.owner = buf;
+      return w;
+    };
+    auto ones = [](int64_t n) { return std::vector<float>(size_t(n), 1.0f); };
+    const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    m->embed_ = mat(c.vocab, H, WType::BF16);
+    for (int l = 0; l < c.n_layers; ++l) {
+      LayerWeights w;
+      w.wq = mat(qd, H, type);
+      w.wk = mat(kvd, H, type);
+      w.wv = mat(kvd, H, type);
+      w.wo = mat(H, qd, type);
+      w.gate = mat(c.ffn, H, type);
+      w.up = mat(c.ffn, H, type);
+      w.down = mat(H, c.ffn, type);
+      w.attn_norm = ones(H);
+      w.ffn_norm = ones(H);
+      if (c.arch->qk_norm) w.q_norm = w.k_norm = ones(c.head_dim);
+      if (c.attention_bias) {
+        w.bq.assign(size_t(qd), 0.0f);
+        w.bk.assign(size_t(kvd), 0.0f);
+        w.bv.assign(size_t(kvd), 0.0f);
+      }
+      m->layers_.push_back(std::move(w));
+    }
+    m->final_norm_ = ones(H);
+    m->lm_head_ = mat(c.vocab, H, type);
+    m->inv_freq_ = rope_inv_freq(c);
+    return m;
+  }
+};
+
+std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& opt) {
+  return TransformerLoader::load(dir, opt);
+}
+
+std::unique_ptr<Transformer> Transformer::random(const ModelConfig& cfg, WType weights, uint64_t seed) {
+  return TransformerLoader::random(cfg, weights, seed);
+}
+
+}  // namespace dflash

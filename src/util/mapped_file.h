@@ -1,0 +1,34 @@
+#pragma once
+// Read-only memory map of a whole file; weights stay in the page cache and load in O(1).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dflash {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  // populate=true reads every page now (benchmarks must not time page faults).
+  explicit MappedFile(const std::string& path, bool populate = false);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void release();
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+std::string read_text_file(const std::string& path);
+bool file_exists(const std::string& path);
+
+}  // namespace dflash

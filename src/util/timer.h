@@ -1,0 +1,11 @@
+#pragma once
+#include <chrono>
+
+namespace dflash {
+
+inline double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+}  // namespace dflash
