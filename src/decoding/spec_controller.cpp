@@ -20,15 +20,22 @@ SpecController::SpecController(int max_block, bool adaptive) : max_block_(std::m
 
 double SpecController::alpha() const { return std::clamp(acc_ / tried_, 0.0, 0.999); }
 
+// Cost at k from measured points: exact, linear between neighbours, and beyond the largest
+// along the slope of the last two (costs grow with k; a single point is taken as flat).
 static double interpolate(const std::map<int, double>& m, int k) {
   if (m.empty()) return -1;
   auto hi = m.lower_bound(k);
   if (hi != m.end() && hi->first == k) return hi->second;
-  if (hi == m.begin()) return hi->second * double(k) / double(hi->first);
+  if (hi == m.begin()) return hi->second;
   auto lo = std::prev(hi);
-  if (hi == m.end()) return lo->second * double(k) / double(lo->first);  // pessimistic: linear
-  const double t = double(k - lo->first) / double(hi->first - lo->first);
-  return lo->second + t * (hi->second - lo->second);
+  if (hi != m.end()) {
+    const double t = double(k - lo->first) / double(hi->first - lo->first);
+    return lo->second + t * (hi->second - lo->second);
+  }
+  if (lo == m.begin()) return lo->second;
+  auto lo2 = std::prev(lo);
+  const double slope = std::max(0.0, (lo->second - lo2->second) / double(lo->first - lo2->first));
+  return lo->second + slope * double(k - lo->first);
 }
 
 double SpecController::verify_cost(int B) const {

@@ -30,7 +30,7 @@ class SpecController {
   bool adaptive_;
   double plain_s_ = 0;  // EMA of a plain step
   std::map<int, double> verify_s_, draft_s_;
-  double acc_ = 1, tried_ = 2;  // prior: half of draft tokens accepted
+  double acc_ = 0.5, tried_ = 1;  // prior: half of draft tokens accepted, weak
   int plain_run_ = 0;           // consecutive plain steps, for probing
   int current_ = 0;
 };

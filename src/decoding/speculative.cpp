@@ -37,7 +37,7 @@ int32_t draw(const std::vector<float>& p, double u) {
 }
 }  // namespace
 
-SpeculativeGenerator::SpeculativeGenerator(const Transformer& target, const DFlashDraft& draft, ThreadPool* pool,
+SpeculativeGenerator::SpeculativeGenerator(const Transformer& target, const Drafter& draft, ThreadPool* pool,
                                            int ctx_size, SpecParams sp)
     : Generator(target, pool, ctx_size), draft_(draft), sp_(sp), draft_cache_(draft.make_cache(ctx_size)),
       controller_(sp.block_size, sp.adaptive) {
@@ -78,7 +78,7 @@ void SpeculativeGenerator::prefill_with_taps() {
     a.n = n;
     a.logits_from = pos + n == n_prompt_ ? n - 1 : n;
     a.logits = logits_.data();
-    a.capture_layers = &draft_.config().target_layer_ids;
+    a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
     model_.forward(cache_, a, pool_);
     draft_.add_context(draft_cache_, taps_.data(), n, pool_);
@@ -100,7 +100,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
   a.logits = logits_.data();
   if (draft_on_) {  // keep the draft's context complete so speculation can resume
     taps_.resize(size_t(draft_.feature_dim()));
-    a.capture_layers = &draft_.config().target_layer_ids;
+    a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
   }
   model_.forward(cache_, a, pool_);
@@ -154,7 +154,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   a.n = B;
   a.logits_from = 0;
   a.logits = vlogits.data();
-  a.capture_layers = &draft_.config().target_layer_ids;
+  a.capture_layers = &draft_.target_layers();
   a.capture = taps_.data();
   model_.forward(cache_, a, pool_);
   const double t2 = now_seconds();

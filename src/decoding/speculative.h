@@ -9,7 +9,7 @@
 #include "decoding/generator.h"
 #include "decoding/spec_controller.h"
 #include "decoding/spec_stats.h"
-#include "models/dflash_draft.h"
+#include "models/drafter.h"
 
 namespace dflash {
 
@@ -23,7 +23,7 @@ struct SpecParams {
 
 class SpeculativeGenerator : public Generator {
  public:
-  SpeculativeGenerator(const Transformer& target, const DFlashDraft& draft, ThreadPool* pool, int ctx_size,
+  SpeculativeGenerator(const Transformer& target, const Drafter& draft, ThreadPool* pool, int ctx_size,
                        SpecParams sp);
 
   void start(const std::vector<int32_t>& prompt, const GenerateParams& params) override;
@@ -36,7 +36,7 @@ class SpeculativeGenerator : public Generator {
   bool spec_step(int B, std::vector<int32_t>& out);
   void fall_back(const std::string& reason);
 
-  const DFlashDraft& draft_;
+  const Drafter& draft_;
   SpecParams sp_;
   KVCache draft_cache_;
   SpecController controller_;

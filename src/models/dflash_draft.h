@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/drafter.h"
 #include "models/kv_cache.h"
 #include "models/transformer.h"
 
@@ -33,21 +34,23 @@ std::vector<int> default_target_layer_ids(int n_target_layers, int n_draft_layer
 // other engines silently accept nothing.
 enum class DraftActivations { F32, F16 };
 
-class DFlashDraft {
+class DFlashDraft : public Drafter {
  public:
   // Loads and checks compatibility with `target` (hidden size, vocab, tapped ids, mask id).
   static std::unique_ptr<DFlashDraft> load(const std::string& dir, const LoadOptions& opt, const Transformer& target);
 
   const DraftConfig& config() const { return cfg_; }
-  int feature_dim() const { return int(cfg_.target_layer_ids.size()) * cfg_.hidden; }
-  KVCache make_cache(int capacity) const;
+  int block_size() const override { return cfg_.block_size; }
+  const std::vector<int>& target_layers() const override { return cfg_.target_layer_ids; }
+  int feature_dim() const override { return int(cfg_.target_layer_ids.size()) * cfg_.hidden; }
+  KVCache make_cache(int capacity) const override;
   void set_activations(DraftActivations a) { act_ = a; }
 
   // Appends context rows (target taps, [n][feature_dim]) at positions cache.length()...
-  void add_context(KVCache& cache, const float* features, int n, ThreadPool* pool) const;
+  void add_context(KVCache& cache, const float* features, int n, ThreadPool* pool) const override;
   // One block [first, MASK x (B-1)] at positions cache.length()..+B-1; writes the logits of
   // rows 1..B-1 ([B-1][vocab]) and leaves the cache holding only context rows.
-  void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const;
+  void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const override;
 
  private:
   DraftConfig cfg_;

@@ -1,0 +1,230 @@
+// The speculative loop against plain decoding, with scripted drafters whose proposals are
+// known: all right, wrong at chosen positions, or NaN. Output must always equal plain decoding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "decoding/generator.h"
+#include "decoding/speculative.h"
+#include "models/arch/arch_spec.h"
+
+using namespace dflash;
+
+namespace {
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
+  c.architecture = c.arch->hf_name;
+  c.hidden = 64, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 32, c.ffn = 128, c.vocab = 96;
+  return c;
+}
+
+// Proposes the tokens of a known continuation `truth` (indexed by position), except at
+// positions where wrong(pos) holds; or NaN logits when nan=true.
+class ScriptedDrafter : public Drafter {
+ public:
+  ScriptedDrafter(std::vector<int32_t> truth, int vocab, std::function<bool(int)> wrong, bool nan = false)
+      : truth_(std::move(truth)), vocab_(vocab), wrong_(std::move(wrong)), nan_(nan) {}
+  int block_size() const override { return 4; }
+  const std::vector<int>& target_layers() const override { return layers_; }
+  int feature_dim() const override { return 64; }
+  KVCache make_cache(int capacity) const override { return KVCache(1, 1, 2, capacity); }
+  void add_context(KVCache& cache, const float*, int n, ThreadPool*) const override {
+    cache.set_length(cache.length() + n);
+  }
+  void propose(KVCache& cache, int32_t, int B, float* logits, ThreadPool*) const override {
+    const int start = cache.length();
+    for (int j = 1; j < B; ++j) {
+      float* row = logits + size_t(j - 1) * vocab_;
+      for (int v = 0; v < vocab_; ++v) row[v] = nan_ ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+      const int pos = start + j;
+      int32_t t = pos < int(truth_.size()) ? truth_[size_t(pos)] : 0;
+      if (wrong_(pos)) t = (t + 1) % vocab_;
+      if (!nan_) row[t] = 10.0f;
+    }
+    ++calls;
+  }
+  mutable int calls = 0;
+
+ private:
+  std::vector<int32_t> truth_;
+  int vocab_;
+  std::function<bool(int)> wrong_;
+  bool nan_;
+  std::vector<int> layers_{0};
+};
+
+std::vector<int32_t> run(Generator& g, const std::vector<int32_t>& prompt, const GenerateParams& gp) {
+  g.start(prompt, gp);
+  std::vector<int32_t> out;
+  while (g.step(out)) {
+  }
+  return out;
+}
+
+struct Fixture {
+  std::unique_ptr<Transformer> model = Transformer::random(tiny_config(), WType::BF16, 3);
+  ThreadPool pool{2};
+  std::vector<int32_t> prompt{5, 17, 33, 2, 8, 61};
+  std::vector<int32_t> plain(const GenerateParams& gp) {
+    Generator g(*model, &pool, 256);
+    return run(g, prompt, gp);
+  }
+  std::vector<int32_t> truth(const GenerateParams& gp) {  // prompt + plain output, by position
+    auto t = prompt;
+    auto p = plain(gp);
+    t.insert(t.end(), p.begin(), p.end());
+    return t;
+  }
+};
+
+}  // namespace
+
+TEST(Speculative, PerfectDraftAcceptsEverythingAndMatchesPlain) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 50;
+  const auto plain = f.plain(gp);
+  ScriptedDrafter d(f.truth(gp), 96, [](int) { return false; });
+  for (int B : {2, 4, 8, 16}) {
+    SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{B, false});
+    EXPECT_EQ(plain, run(g, f.prompt, gp)) << "B=" << B;
+    const SpecStats& s = g.stats();
+    ASSERT_GT(s.steps, 0);
+    for (size_t i = 0; i + 1 < s.accept_lens.size(); ++i) EXPECT_EQ(B - 1, s.accept_lens[i]);
+    EXPECT_EQ(s.drafted, s.accepted + 0) << "a perfect draft is never rejected";
+  }
+}
+
+TEST(Speculative, WrongDraftTokensAreRejectedAndOutputStaysExact) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 60;
+  const auto plain = f.plain(gp);
+  for (int every : {2, 3, 5, 7}) {
+    ScriptedDrafter d(f.truth(gp), 96, [every](int pos) { return pos % every == 0; });
+    for (int B : {2, 4, 8, 16}) {
+      SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{B, false});
+      EXPECT_EQ(plain, run(g, f.prompt, gp)) << "every=" << every << " B=" << B;
+      // A window of B-1 drafted positions always holds a multiple of `every`.
+      if (B - 1 >= every) EXPECT_LT(g.stats().accepted, g.stats().drafted) << "every=" << every << " B=" << B;
+      if (every > 2 || B > 2) EXPECT_GT(g.stats().accepted, 0);
+    }
+  }
+}
+
+TEST(Speculative, MaxTokensHonouredExactly) {
+  Fixture f;
+  for (int max_tokens : {1, 2, 3, 7, 8, 9, 17}) {
+    GenerateParams gp;
+    gp.max_tokens = max_tokens;
+    GenerateParams longer = gp;
+    longer.max_tokens = 40;
+    ScriptedDrafter d(f.truth(longer), 96, [](int) { return false; });
+    SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{8, false});
+    const auto out = run(g, f.prompt, gp);
+    EXPECT_EQ(size_t(max_tokens), out.size());
+    EXPECT_EQ(f.plain(gp), out);
+    EXPECT_EQ(FinishReason::Length, g.finish_reason());
+  }
+}
+
+TEST(Speculative, StopTokenInsideAcceptedPrefixEndsGeneration) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 40;
+  const auto plain = f.plain(gp);
+  const int32_t stop = plain[9];  // appears at output position 9 (maybe earlier too)
+  GenerateParams with_stop = gp;
+  with_stop.stop_ids = {stop};
+  const auto plain_stopped = f.plain(with_stop);
+  ASSERT_EQ(stop, plain_stopped.back());
+  ScriptedDrafter d(f.truth(gp), 96, [](int) { return false; });
+  SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{16, false});
+  EXPECT_EQ(plain_stopped, run(g, f.prompt, with_stop));
+  EXPECT_EQ(FinishReason::Stop, g.finish_reason());
+}
+
+TEST(Speculative, NonFiniteDraftLogitsFallBackToPlain) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 30;
+  ScriptedDrafter d(f.truth(gp), 96, [](int) { return false; }, /*nan=*/true);
+  SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{8, false});
+  EXPECT_EQ(f.plain(gp), run(g, f.prompt, gp));
+  EXPECT_EQ("fallback:nonfinite_draft_logits", g.stats().speculation);
+  EXPECT_EQ(1, g.stats().nonfinite_steps);
+  EXPECT_EQ(1, d.calls) << "after the fallback the draft is not run again";
+}
+
+TEST(Speculative, TemperatureSamplingEqualsPlainSamplingWithSameSeed) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 48;
+  gp.sampling.temperature = 0.9f;
+  gp.sampling.top_p = 0.95f;
+  gp.sampling.seed = 1234;
+  const auto plain = f.plain(gp);
+  GenerateParams other = gp;
+  other.sampling.seed = 99;
+  EXPECT_NE(plain, f.plain(other)) << "the seed must matter, or this test proves nothing";
+  ScriptedDrafter d(f.truth(gp), 96, [](int pos) { return pos % 4 == 0; });
+  SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{8, false});
+  EXPECT_EQ(plain, run(g, f.prompt, gp));
+  EXPECT_GT(g.stats().accepted, 0);
+}
+
+TEST(Speculative, AdaptiveLoopStaysExactWithUselessAndPerfectDrafts) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 120;
+  const auto plain = f.plain(gp);
+  ScriptedDrafter useless(f.truth(gp), 96, [](int) { return true; });
+  SpeculativeGenerator g1(*f.model, useless, &f.pool, 256, SpecParams{8, true});
+  EXPECT_EQ(plain, run(g1, f.prompt, gp));
+  EXPECT_EQ(0, g1.stats().accepted);
+  EXPECT_GT(g1.stats().plain_steps, 0);
+  ScriptedDrafter perfect(f.truth(gp), 96, [](int) { return false; });
+  SpeculativeGenerator g2(*f.model, perfect, &f.pool, 256, SpecParams{8, true});
+  EXPECT_EQ(plain, run(g2, f.prompt, gp));
+  EXPECT_GT(g2.stats().accepted, 30);
+}
+
+// The controller's decisions from synthetic costs: plain step 10 ms, verify of B rows
+// 10 ms * (1 + 0.05 (B-1)), draft 3 ms per block.
+static void feed(SpecController& c, int steps, bool accept_all) {
+  for (int i = 0; i < steps; ++i) {
+    const int B = c.next_block();
+    if (B <= 1) c.record_plain(0.010);
+    else c.record_spec(B, accept_all ? B - 1 : 0, 0.003, 0.010 * (1 + 0.05 * (B - 1)));
+  }
+}
+
+TEST(SpecController, SwitchesOffWhenNothingIsAcceptedAndProbesBackOn) {
+  SpecController c(8, true);
+  feed(c, 40, false);
+  int spec = 0;
+  for (int i = 0; i < 30; ++i) {
+    const int B = c.next_block();
+    if (B > 1) {
+      ++spec;
+      c.record_spec(B, 0, 0.003, 0.0105);
+    } else {
+      c.record_plain(0.010);
+    }
+  }
+  EXPECT_LE(spec, 1) << "at most one probe in 30 steps once acceptance is known to be zero";
+  EXPECT_LT(c.alpha(), 0.2);
+  feed(c, 200, true);  // the text became predictable: probes find out and speculation returns
+  EXPECT_EQ(8, c.next_block());
+  EXPECT_GT(c.predicted_speedup(8), 3.0);
+}
+
+TEST(SpecController, FixedBlockWhenNotAdaptive) {
+  SpecController c(16, false);
+  feed(c, 10, false);
+  EXPECT_EQ(16, c.next_block());
+}
