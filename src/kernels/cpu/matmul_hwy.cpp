@@ -22,64 +22,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Capped at 16 lanes so a Q4_0 half-block (16 nibbles) always fills whole vectors.
 using DF = hn::CappedTag<float, 16>;
 
-// Calls fn(k, w) for consecutive fp32 weight vectors w covering elements [k, k+Lanes).
-// Returns the number of leading elements covered; the rest (non-quantized formats with K not
-// a multiple of the vector width) is left to a scalar tail.
-template <WType T, class Fn>
-HWY_INLINE int64_t ForEachWeightVector(const uint8_t* row, int64_t K, Fn&& fn) {
-  const DF df;
-  const int64_t L = int64_t(hn::Lanes(df));
-  if constexpr (T == WType::F32) {
-    const float* p = reinterpret_cast<const float*>(row);
-    int64_t k = 0;
-    for (; k + L <= K; k += L) fn(k, hn::LoadU(df, p + k));
-    return k;
-  } else if constexpr (T == WType::BF16) {
-    const hn::Rebind<uint16_t, DF> d16;
-    const hn::Rebind<uint32_t, DF> d32;
-    const uint16_t* p = reinterpret_cast<const uint16_t*>(row);
-    int64_t k = 0;
-    for (; k + L <= K; k += L)
-      fn(k, hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p + k)))));
-    return k;
-  } else if constexpr (T == WType::F16) {
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    const hwy::float16_t* p = reinterpret_cast<const hwy::float16_t*>(row);
-    int64_t k = 0;
-    for (; k + L <= K; k += L) fn(k, hn::PromoteTo(df, hn::LoadU(dh, p + k)));
-    return k;
-  } else if constexpr (T == WType::Q8_0) {
-    const hn::Rebind<int8_t, DF> d8;
-    const hn::Rebind<int32_t, DF> di;
-    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
-    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
-      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
-      for (int64_t j = 0; j < kQBlock; j += L) {
-        const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j)));
-        fn(blk * kQBlock + j, hn::Mul(q, d));
-      }
-    }
-    return K / kQBlock * kQBlock;
-  } else {  // Q4_0
-    const hn::Rebind<uint8_t, DF> d8;
-    const hn::Rebind<int32_t, DF> di;
-    const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
-    const auto mask = hn::Set(di, 0xf);
-    const auto eight = hn::Set(di, 8);
-    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
-      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
-      for (int64_t j = 0; j < kQBlock / 2; j += L) {
-        const auto bytes = hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, DF>(), hn::LoadU(d8, b[blk].qs + j)));
-        const auto lo = hn::Sub(hn::And(bytes, mask), eight);
-        const auto hi = hn::Sub(hn::ShiftRight<4>(bytes), eight);
-        fn(blk * kQBlock + j, hn::Mul(hn::ConvertTo(df, lo), d));
-        fn(blk * kQBlock + kQBlock / 2 + j, hn::Mul(hn::ConvertTo(df, hi), d));
-      }
-    }
-    return K / kQBlock * kQBlock;
-  }
-}
-
 template <WType T>
 HWY_INLINE float ScalarWeight(const uint8_t* row, int64_t k) {
   if constexpr (T == WType::F32) return reinterpret_cast<const float*>(row)[k];
@@ -90,18 +32,72 @@ HWY_INLINE float ScalarWeight(const uint8_t* row, int64_t k) {
 
 constexpr int kMaxRows = 8;
 
-// y[r * ldy] = dot(W row, x[r]) for r < R.
-template <WType T, int R>
-HWY_INLINE void DotRows(const uint8_t* wrow, int64_t K, const float* x, float* y, int64_t ldy) {
+// acc[r] += w * x[r][k .. k+Lanes), for the R activation rows sharing this weight vector.
+template <int R>
+HWY_INLINE void FmaRows(hn::Vec<DF>* acc, hn::Vec<DF> w, const float* x, int64_t K, int64_t k) {
   const DF df;
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(w, hn::LoadU(df, x + r * K + k), acc[r]);
+}
+
+// y[r * ldy] = dot(W row, x[r]) for r < R. Each weight vector is decoded once and used by all
+// R rows; the order in which terms are added depends on K and the SIMD width only.
+template <WType T, int R>
+HWY_INLINE void DotRows(const uint8_t* row, int64_t K, const float* x, float* y, int64_t ldy) {
+  const DF df;
+  const int64_t L = int64_t(hn::Lanes(df));
   hn::Vec<DF> acc[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-  const int64_t done = ForEachWeightVector<T>(wrow, K, [&](int64_t k, hn::Vec<DF> w) HWY_ATTR {
-    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(w, hn::LoadU(df, x + r * K + k), acc[r]);
-  });
+  int64_t done = 0;
+  if constexpr (T == WType::F32) {
+    const float* p = reinterpret_cast<const float*>(row);
+    for (; done + L <= K; done += L) FmaRows<R>(acc, hn::LoadU(df, p + done), x, K, done);
+  } else if constexpr (T == WType::BF16) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<uint32_t, DF> d32;
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row);
+    for (; done + L <= K; done += L)
+      FmaRows<R>(acc, hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p + done)))), x, K, done);
+  } else if constexpr (T == WType::F16) {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const hwy::float16_t* p = reinterpret_cast<const hwy::float16_t*>(row);
+    for (; done + L <= K; done += L) FmaRows<R>(acc, hn::PromoteTo(df, hn::LoadU(dh, p + done)), x, K, done);
+  } else if constexpr (T == WType::Q8_0) {
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
+    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
+      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+      for (int64_t j = 0; j < kQBlock; j += L) {
+        const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j)));
+        FmaRows<R>(acc, hn::Mul(q, d), x, K, blk * kQBlock + j);
+      }
+    }
+    done = K / kQBlock * kQBlock;
+  } else {  // Q4_0: element j in the low nibble of byte j, element j+16 in the high nibble
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<uint32_t, DF> du;
+    const hn::Rebind<int32_t, DF> di;
+    const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
+    const auto mask = hn::Set(di, 0xf);
+    const auto eight = hn::Set(di, 8);
+    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
+      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+      for (int64_t j = 0; j < kQBlock / 2; j += L) {
+        const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b[blk].qs + j)));
+        const auto lo = hn::Sub(hn::And(bytes, mask), eight);
+        const auto hi = hn::Sub(hn::ShiftRight<4>(bytes), eight);
+        FmaRows<R>(acc, hn::Mul(hn::ConvertTo(df, lo), d), x, K, blk * kQBlock + j);
+        FmaRows<R>(acc, hn::Mul(hn::ConvertTo(df, hi), d), x, K, blk * kQBlock + kQBlock / 2 + j);
+      }
+    }
+    done = K / kQBlock * kQBlock;
+  }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float s = hn::GetLane(hn::SumOfLanes(df, acc[r]));
-    for (int64_t k = done; k < K; ++k) s += ScalarWeight<T>(wrow, k) * x[r * K + k];
+    for (int64_t k = done; k < K; ++k) s += ScalarWeight<T>(row, k) * x[r * K + k];
     y[r * ldy] = s;
   }
 }
