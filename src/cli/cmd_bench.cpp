@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bandwidth.h"
+#include "cli/bench_dflash.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "decoding/generator.h"
@@ -75,6 +76,7 @@ void add_bench_command(CLI::App& app) {
     std::string model;
     int threads = 0, prompt_tokens = 512, gen_tokens = 64;
     bool json = false;
+    DflashBenchOptions spec;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Prefill/decode speed and bandwidth-roof fraction");
@@ -85,7 +87,21 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--prompt-tokens", o->prompt_tokens)->check(CLI::Range(1, 1 << 20));
   sub->add_option("--gen-tokens", o->gen_tokens)->check(CLI::Range(2, 1 << 20));
   sub->add_flag("--json", o->json);
+  sub->add_option("--draft", o->spec.draft, "DFlash draft: compare plain and speculative decoding instead");
+  sub->add_option("--block-sizes", o->spec.block_sizes, "With --draft: block sizes to compare")->delimiter(',');
+  sub->add_option("--prompts", o->spec.prompts_file, "With --draft: JSON {code: [...], long_context: [...]}");
+  sub->add_option("--n-prompts", o->spec.n_prompts, "With --draft: at most this many prompts per regime");
+  sub->add_option("--long-prompt-tokens", o->spec.long_prompt_tokens, "With --draft: long-context prompt length");
+  sub->add_option("--bench-gen-tokens", o->spec.gen_tokens, "With --draft: new tokens per prompt (default 300/256)");
+  sub->add_flag("--no-adaptive", o->spec.no_adaptive, "With --draft: fixed block size");
   sub->callback([o] {
+    if (!o->spec.draft.empty()) {
+      o->spec.model = o->model;
+      o->spec.threads = o->threads;
+      o->spec.json = o->json;
+      if (o->weights.size() == 1) o->spec.weights = o->weights[0];
+      return run_dflash_bench(o->spec);
+    }
     ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
     const double bw = measure_read_bandwidth(pool);
     std::fprintf(stderr, "threads %d, SIMD %s, measured read bandwidth %.1f GB/s\n", pool.size(), simd_target_name(),

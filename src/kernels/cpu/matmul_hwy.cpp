@@ -157,7 +157,9 @@ void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* 
     const int64_t n0 = int64_t(t) * chunk, n1 = std::min(w.rows, n0 + chunk);
     HWY_DYNAMIC_DISPATCH(MatmulRangeDispatch)(x, M, w, y, n0, n1);
   };
-  if (pool) pool->parallel_for(tasks, fn);
+  // Waking workers costs microseconds: small products run on the calling thread.
+  const bool small = int64_t(M) * w.rows * w.cols < (int64_t(1) << 18);
+  if (pool && !small) pool->parallel_for(tasks, fn);
   else for (int t = 0; t < tasks; ++t) fn(t);
 }
 

@@ -1,0 +1,202 @@
+#include "cli/bench_dflash.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "decoding/speculative.h"
+#include "formats/json_file.h"
+#include "models/dflash_draft.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace dflash::cli {
+
+namespace {
+
+struct Regime {
+  std::string name;
+  std::vector<std::vector<int32_t>> prompts;
+  int gen_tokens;
+};
+
+struct Result {
+  double tok_s = 0;
+  long drafted = 0, accepted = 0, steps = 0, tokens = 0;
+  double accept_rate() const { return drafted ? double(accepted) / double(drafted) : 0; }
+  double tau() const { return steps ? double(accepted + steps) / double(steps) : 0; }
+};
+
+// Decode-phase throughput over all prompts of a regime (prefill excluded: same for both).
+Result run_regime(const Transformer& target, const DFlashDraft* draft, int B, bool adaptive, const Regime& r,
+                  const std::vector<int32_t>& stops, ThreadPool& pool) {
+  Result res;
+  double decode_s = 0;
+  for (const auto& prompt : r.prompts) {
+    const int ctx = int(prompt.size()) + r.gen_tokens + 32;
+    std::unique_ptr<Generator> g;
+    SpeculativeGenerator* sg = nullptr;
+    if (draft) {
+      auto s = std::make_unique<SpeculativeGenerator>(target, *draft, &pool, ctx, SpecParams{B, adaptive});
+      sg = s.get();
+      g = std::move(s);
+    } else {
+      g = std::make_unique<Generator>(target, &pool, ctx);
+    }
+    GenerateParams gp;
+    gp.max_tokens = r.gen_tokens;
+    gp.stop_ids = stops;
+    g->start(prompt, gp);
+    std::vector<int32_t> out;
+    while (g->step(out)) {
+    }
+    decode_s += g->timings().decode_s;
+    res.tokens += std::max(0, g->timings().generated_tokens - 1);
+    if (sg) {
+      res.drafted += sg->stats().drafted;
+      res.accepted += sg->stats().accepted;
+      res.steps += sg->stats().steps;
+    }
+  }
+  res.tok_s = decode_s > 0 ? double(res.tokens) / decode_s : 0;
+  return res;
+}
+
+double time_forward(const Transformer& m, int K, int ctx_len, ThreadPool& pool, int reps) {
+  KVCache cache = m.make_cache(ctx_len + K + 1);
+  std::vector<int32_t> ids(size_t(ctx_len + K));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 31 + 7) % size_t(m.config().vocab));
+  ForwardArgs a;
+  a.tokens = ids.data();
+  a.n = ctx_len;
+  a.logits_from = ctx_len;
+  m.forward(cache, a, &pool);
+  std::vector<float> logits(size_t(K) * m.config().vocab);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    cache.rollback(ctx_len);
+    ForwardArgs f;
+    f.tokens = ids.data() + ctx_len;
+    f.n = K;
+    f.logits_from = 0;  // verify needs every row's logits
+    f.logits = logits.data();
+    const double t0 = now_seconds();
+    m.forward(cache, f, &pool);
+    best = std::min(best, now_seconds() - t0);
+  }
+  return best;
+}
+
+std::vector<std::vector<int32_t>> load_prompts(const std::string& path, const Tokenizer& tok, bool chat) {
+  auto j = read_json_file(path);
+  std::vector<std::vector<int32_t>> out;
+  for (auto& p : j) {
+    if (!p.is_string()) throw file_error(path, "prompts must be a JSON list of strings");
+    const std::string s = p.get<std::string>();
+    out.push_back(tok.encode(chat ? simple_chat_prompt(s, false) : s));
+  }
+  return out;
+}
+
+}  // namespace
+
+void run_dflash_bench(const DflashBenchOptions& o) {
+  const std::string dir = resolve_model_dir(o.model);
+  LoadOptions lo;
+  lo.weights = parse_weights_option(o.weights);
+  lo.populate = true;
+  auto target = Transformer::load(dir, lo);
+  auto draft = DFlashDraft::load(o.draft, lo, *target);
+  auto tok = load_tokenizer_if_present(dir);
+  if (!tok) throw file_error(dir, "missing tokenizer.json (the bench tokenizes its prompts)");
+  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
+  const auto stops = stop_ids_for(target->config(), tok.get());
+
+  // Regimes: fresh code generation from chat prompts, and a long-context edit whose prompt is
+  // a long source file followed by an instruction.
+  const std::string pf = o.prompts_file.empty() ? dir + "/../bench_prompts.json" : o.prompts_file;
+  auto pj = read_json_file(pf);
+  std::vector<Regime> regimes;
+  {
+    Regime r{"code", {}, o.gen_tokens > 0 ? o.gen_tokens : 300};
+    for (auto& p : pj.at("code")) r.prompts.push_back(tok->encode(simple_chat_prompt(p.get<std::string>(), false)));
+    if (o.n_prompts > 0 && int(r.prompts.size()) > o.n_prompts) r.prompts.resize(size_t(o.n_prompts));
+    regimes.push_back(std::move(r));
+  }
+  if (pj.contains("long_context") && o.long_prompt_tokens > 0) {
+    Regime r{"long-edit", {}, o.gen_tokens > 0 ? o.gen_tokens : 256};
+    for (auto& p : pj["long_context"]) {
+      auto ids = tok->encode(p.at("context").get<std::string>());
+      if (int(ids.size()) > o.long_prompt_tokens) ids.resize(size_t(o.long_prompt_tokens));
+      auto tail = tok->encode(simple_chat_prompt(p.at("instruction").get<std::string>(), false));
+      // The context is a preceding user turn's content: <|im_start|>user\n{code}\n + instruction.
+      std::vector<int32_t> full = tok->encode("<|im_start|>user\n");
+      full.insert(full.end(), ids.begin(), ids.end());
+      full.insert(full.end(), tail.begin(), tail.end());
+      r.prompts.push_back(std::move(full));
+    }
+    if (o.n_prompts > 0 && int(r.prompts.size()) > o.n_prompts) r.prompts.resize(size_t(o.n_prompts));
+    regimes.push_back(std::move(r));
+  }
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-10s %8s %10s", "regime", "prompts", "plain t/s");
+  for (int B : o.block_sizes) std::printf("   B=%-2d t/s  speedup  accept   tau", B);
+  std::printf("\n");
+  for (const auto& r : regimes) {
+    const Result plain = run_regime(*target, nullptr, 1, false, r, stops, pool);
+    std::printf("%-10s %8zu %10.1f", r.name.c_str(), r.prompts.size(), plain.tok_s);
+    nlohmann::json row{{"regime", r.name}, {"prompts", r.prompts.size()}, {"plain_tok_s", plain.tok_s}};
+    for (int B : o.block_sizes) {
+      const Result d = run_regime(*target, draft.get(), B, !o.no_adaptive, r, stops, pool);
+      const double sp = plain.tok_s > 0 ? d.tok_s / plain.tok_s : 0;
+      std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
+      row["dflash"][std::to_string(B)] = {{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
+                                          {"tau", d.tau()}, {"steps", d.steps}};
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    rows.push_back(row);
+  }
+
+  // The cost model: verify of K rows relative to one row, and the draft's time per block.
+  const int ctx_len = 256;
+  const double t1 = time_forward(*target, 1, ctx_len, pool, 7);
+  std::printf("\ncost model at %d tokens of context (target forward of K rows / K=1; draft block time / K=1 forward)\n",
+              ctx_len);
+  std::printf("%4s %10s %8s %12s\n", "K", "fwd ms", "ratio", "draft ratio");
+  nlohmann::json cost = nlohmann::json::array();
+  for (int K = 1; K <= 16; ++K) {
+    const double tk = K == 1 ? t1 : time_forward(*target, K, ctx_len, pool, 5);
+    double td = 0;
+    if (K >= 2) {
+      KVCache dc = draft->make_cache(ctx_len + K + 1);
+      std::vector<float> feats(size_t(ctx_len) * draft->feature_dim(), 0.01f), lg(size_t(K - 1) * target->config().vocab);
+      draft->add_context(dc, feats.data(), ctx_len, &pool);
+      td = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const double t0 = now_seconds();
+        draft->propose(dc, 1, K, lg.data(), &pool);
+        td = std::min(td, now_seconds() - t0);
+      }
+    }
+    std::printf("%4d %10.3f %8.2f %12.2f\n", K, tk * 1e3, tk / t1, td / t1);
+    cost.push_back({{"K", K}, {"forward_ms", tk * 1e3}, {"ratio", tk / t1}, {"draft_ratio", td / t1}});
+  }
+  // Predicted speedup at each block size from the measured tau: tau tokens per (draft + verify).
+  std::printf("\npredicted speedup = tau / (verify(B)/verify(1) + draft(B)/verify(1))\n");
+  for (auto& row : rows)
+    for (int B : o.block_sizes) {
+      if (B > 16) continue;
+      auto& d = row["dflash"][std::to_string(B)];
+      const double pred = d["tau"].get<double>() / (cost[size_t(B - 1)]["ratio"].get<double>() +
+                                                     cost[size_t(B - 1)]["draft_ratio"].get<double>());
+      d["predicted_speedup"] = pred;
+      std::printf("  %-10s B=%-2d tau %.2f -> predicted %.2fx, measured %.2fx\n", row["regime"].get<std::string>().c_str(),
+                  B, d["tau"].get<double>(), pred, d["speedup"].get<double>());
+    }
+  if (o.json) std::puts(nlohmann::json{{"regimes", rows}, {"cost_model", cost}}.dump(2).c_str());
+}
+
+}  // namespace dflash::cli

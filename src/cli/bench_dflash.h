@@ -1,0 +1,18 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dflash::cli {
+
+struct DflashBenchOptions {
+  std::string model, draft, prompts_file, weights = "bf16";
+  std::vector<int> block_sizes{2, 4, 8, 16};
+  int threads = 0, gen_tokens = 0, long_prompt_tokens = 3000, n_prompts = 0;
+  bool json = false, no_adaptive = false;
+};
+
+// Plain vs DFlash decoding on the same prompts in one run, per regime and block size, plus the
+// measured cost model (target forward of K rows relative to one, draft time per block).
+void run_dflash_bench(const DflashBenchOptions& o);
+
+}  // namespace dflash::cli
