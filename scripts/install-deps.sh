@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libhwy-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libbenchmark-dev
   python3-torch python3-numpy python3-jinja2 libopenblas0-pthread
-  nodejs npm
+  nodejs npm chromium
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

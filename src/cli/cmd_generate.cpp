@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/spec_json.h"
+#include "decoding/spec_report.h"
 #include "decoding/generator.h"
 #include "decoding/speculative.h"
 #include "models/dflash_draft.h"

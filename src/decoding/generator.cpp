@@ -37,6 +37,7 @@ void Generator::start(const std::vector<int32_t>& prompt, const GenerateParams& 
   const size_t cached = size_t(cache_.length());
   while (common < cached && common < tokens_.size() && common < prompt.size() - 1 && tokens_[common] == prompt[common]) ++common;
   cache_.rollback(int(common));
+  cached_tokens_ = cache_.length();
   tokens_ = prompt;
   n_prompt_ = int(prompt.size());
   n_generated_ = 0;
@@ -95,6 +96,15 @@ bool Generator::emit(int32_t t, std::vector<int32_t>& out) {
   return false;
 }
 
+void Generator::force_tokens(const std::vector<int32_t>& ids) {
+  for (int32_t t : ids) {
+    tokens_.push_back(t);
+    ++n_generated_;
+  }
+  timings_.generated_tokens = n_generated_;
+  if (n_generated_ >= params_.max_tokens) finish_ = FinishReason::Length;
+}
+
 bool Generator::step(std::vector<int32_t>& out) {
   if (!started_ || finish_ != FinishReason::None) return false;
   if (cancelled_.load()) {
@@ -108,13 +118,13 @@ bool Generator::step(std::vector<int32_t>& out) {
   if (!prefilled_) {
     prefill();
   } else {
-    if (cache_.length() + 1 > cache_.capacity()) {
+    if (int(tokens_.size()) > cache_.capacity()) {
       finish_ = FinishReason::Length;  // context full
       return false;
     }
     ForwardArgs a;
-    a.tokens = &tokens_.back();
-    a.n = 1;
+    a.tokens = tokens_.data() + cache_.length();
+    a.n = pending_rows();
     a.logits = logits_.data();
     model_.forward(cache_, a, pool_);
   }

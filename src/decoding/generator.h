@@ -39,7 +39,14 @@ class Generator {
   virtual void start(const std::vector<int32_t>& prompt, const GenerateParams& params);
   // Appends this step's new tokens to `out`; returns false once generation has finished.
   virtual bool step(std::vector<int32_t>& out);
+  // Thread-safe: the step in progress finishes, the next one returns false (Cancelled).
   void cancel() { cancelled_.store(true); }
+  // Appends tokens to the context as if generated (e.g. "</think>\n\n" when a thinking
+  // budget runs out); they count against max_tokens and are fed on the next step.
+  void force_tokens(const std::vector<int32_t>& ids);
+  // Prompt tokens whose KV came from the previous request's cache (prefix reuse).
+  int cached_tokens() const { return cached_tokens_; }
+  int generated() const { return n_generated_; }
 
   FinishReason finish_reason() const { return finish_; }
   const Timings& timings() const { return timings_; }
@@ -59,7 +66,9 @@ class Generator {
   Sampler sampler_{SamplingParams{}};
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
-  int n_prompt_ = 0, n_generated_ = 0;
+  // Rows not yet in the KV cache: the last sampled token plus any forced ones.
+  int pending_rows() const { return int(tokens_.size()) - cache_.length(); }
+  int n_prompt_ = 0, n_generated_ = 0, cached_tokens_ = 0;
   bool started_ = false, prefilled_ = false;
   FinishReason finish_ = FinishReason::None;
   Timings timings_;

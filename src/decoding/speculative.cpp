@@ -89,24 +89,25 @@ void SpeculativeGenerator::prefill_with_taps() {
 }
 
 bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
-  if (cache_.length() + 1 > cache_.capacity()) {
+  if (int(tokens_.size()) > cache_.capacity()) {
     finish_ = FinishReason::Length;
     return false;
   }
   const double t0 = now_seconds();
+  const int n = pending_rows();
   ForwardArgs a;
-  a.tokens = &tokens_.back();
-  a.n = 1;
+  a.tokens = tokens_.data() + cache_.length();
+  a.n = n;
   a.logits = logits_.data();
   if (draft_on_) {  // keep the draft's context complete so speculation can resume
-    taps_.resize(size_t(draft_.feature_dim()));
+    taps_.resize(size_t(n) * draft_.feature_dim());
     a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
   }
   model_.forward(cache_, a, pool_);
   if (draft_on_) {
-    draft_.add_context(draft_cache_, taps_.data(), 1, pool_);
-    controller_.record_plain(now_seconds() - t0);
+    draft_.add_context(draft_cache_, taps_.data(), n, pool_);
+    if (n == 1) controller_.record_plain(now_seconds() - t0);
     ++stats_.plain_steps;
   }
   const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
@@ -235,7 +236,7 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   // Never verify more than can be emitted or stored.
   B = std::min({B, params_.max_tokens - n_generated_, cache_.capacity() - cache_.length(),
                 draft_cache_.capacity() - draft_cache_.length()});
-  if (B <= 1) return plain_step(out);
+  if (B <= 1 || pending_rows() != 1) return plain_step(out);  // forced tokens are fed plainly
   return spec_step(B, out);
 }
 

@@ -228,3 +228,46 @@ TEST(SpecController, FixedBlockWhenNotAdaptive) {
   feed(c, 10, false);
   EXPECT_EQ(16, c.next_block());
 }
+
+TEST(Speculative, ForcedTokensAreFedAndOutputMatchesPlain) {
+  // A think-cap style injection mid-generation: plain and speculative agree on what follows.
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 40;
+  const std::vector<int32_t> forced = {7, 11, 13};
+  auto run_forced = [&](Generator& g) {
+    g.start(f.prompt, gp);
+    std::vector<int32_t> out;
+    g.step(out);  // the first token comes from prefill, one in both generators
+    g.force_tokens(forced);
+    out.insert(out.end(), forced.begin(), forced.end());
+    while (g.step(out)) {
+    }
+    return out;
+  };
+  Generator plain(*f.model, &f.pool, 256);
+  const auto expect = run_forced(plain);
+  ASSERT_EQ(size_t(40), expect.size());
+  auto truth = f.prompt;
+  truth.insert(truth.end(), expect.begin(), expect.end());
+  ScriptedDrafter d(truth, 96, [](int pos) { return pos % 5 == 0; });
+  SpeculativeGenerator sg(*f.model, d, &f.pool, 256, SpecParams{4, false});
+  EXPECT_EQ(expect, run_forced(sg));
+  EXPECT_GT(sg.stats().accepted, 0);
+}
+
+TEST(Speculative, FollowUpRequestReusesCachedPrefix) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 10;
+  Generator g(*f.model, &f.pool, 256);
+  const auto first = run(g, f.prompt, gp);
+  auto follow = g.tokens();  // the whole first conversation plus a new turn
+  follow.push_back(3);
+  follow.push_back(4);
+  const auto second = run(g, follow, gp);
+  EXPECT_GE(g.cached_tokens(), int(f.prompt.size()));
+  Generator fresh(*f.model, &f.pool, 256);
+  EXPECT_EQ(second, run(fresh, follow, gp)) << "a reused prefix must not change the output";
+  EXPECT_EQ(0, fresh.cached_tokens());
+}

@@ -1,6 +1,6 @@
-#include "cli/spec_json.h"
+#include "decoding/spec_report.h"
 
-namespace dflash::cli {
+namespace dflash {
 
 std::string spec_state(const SpecStats& s) {
   if (s.speculation.rfind("fallback:", 0) == 0) return s.speculation;
@@ -24,4 +24,4 @@ nlohmann::json spec_stats_json(const SpecStats& s, const Timings& t) {
           {"tok_per_s", t.decode_tok_s()}};
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash
