@@ -1,0 +1,578 @@
+#!/usr/bin/python3
+"""Train a DFlash draft for a frozen target on a token corpus; write it in z-lab's format.
+
+  nice -n 10 /usr/bin/python3 tools/train_draft.py --target models/demo/target \
+      --corpus demo --out models/demo/draft --layers 2 --block-size 8 --time-budget 2400
+  /usr/bin/python3 tools/train_draft.py --target T --corpus demo --out D --eval-only
+
+What the draft learns (z-lab released no training code; this follows the paper's setup):
+  - the frozen target runs over a corpus row of T tokens, giving its tapped hidden states and
+    its greedy prediction at every position;
+  - nb random block starts s per row: the draft's context is the taps of positions 0..s-1,
+    its block [token s, MASK x (B-1)] at positions s..s+B-1, exactly as in decoding;
+  - labels for block row j = the target's argmax after positions ..s+j-1 (what acceptance
+    compares against), or the corpus tokens with --labels corpus;
+  - cross-entropy over the B-1 masked rows, plus --kd times the cross-entropy against the
+    target's whole distribution there, weighted exp(-(j-1)/decay) per row since a miss at
+    row j makes every later row worthless.
+  - draft layers start as copies of the target's last layers when the shapes match.
+All nb blocks of a row run in one forward: block b's rows see context rows < s_b and their
+own block only (attention mask), so one target pass serves nb training blocks.
+--distill F: a fraction F of rows comes from the target's own greedy continuations of corpus
+prompts (generated once, with a KV cache): there the teacher-forced argmax equals the
+continuation, so labels are exactly what the decode loop verifies against.
+
+Corpus: `demo` (tools/demo/corpus.py token streams and chat prompts), `module:function` or
+`path/file.py:function` (called with the target dir, returning a dict like
+corpus.token_streams), or text files (encoded with the target's tokenizer.json; the last 5%
+of tokens held out).
+Held-out acceptance: the decode loop of tools/reference/dflash_loop.py on held-out prompts
+(half chat generation prompts, half raw source prefixes), run with KV caches for speed and
+checked against the reference loop itself on the first prompts; reported as tau = mean
+accepted+1 per step at block sizes 4, 8, 16.
+"""
+import argparse
+import importlib
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TOOLS)
+sys.path.insert(0, TOOLS)
+from reference import rope as rope_mod  # noqa: E402
+from reference.dflash_draft import DFlashDraft, load_draft, save_draft  # noqa: E402
+from reference.dflash_loop import dflash_generate, tau  # noqa: E402
+from reference.transformer import load_hf_folder  # noqa: E402
+from make_draft import draft_config  # noqa: E402
+
+
+# --------------------------------------------------------------------------------------
+# Corpus
+def demo_corpus_module():
+    sys.path.insert(0, os.path.join(TOOLS, "demo"))
+    return importlib.import_module("corpus")
+
+
+def chat_prompt_ends(chat, starts, think_end_id):
+    """Each conversation's generation prompt ends right after `</think>` and the `\\n\\n`
+    token that follows it (render_chat(prompt) with enable_thinking=False)."""
+    ends = []
+    bounds = list(starts[1:]) + [len(chat)]
+    for s, e in zip(starts, bounds):
+        hit = np.nonzero(chat[s:e] == think_end_id)[0]
+        ends.append(s + int(hit[0]) + 2 if len(hit) else -1)
+    return np.array(ends)
+
+
+def load_corpus(spec, target_dir, heldout_frac=0.05):
+    """-> dict with "train"/"heldout" int arrays (raw streams) and, optionally,
+    "chat_<split>" + "chat_<split>_starts" + "chat_<split>_prompt_ends"."""
+    if spec == ["demo"]:
+        cm = demo_corpus_module()
+        streams = dict(cm.token_streams(target_dir))
+        tok = cm.Tokenizer(os.path.join(target_dir, "tokenizer.json"))
+        think_end = tok.added.get("</think>")
+        for split in ("train", "heldout"):
+            if "chat_" + split in streams and think_end is not None:
+                streams[f"chat_{split}_prompt_ends"] = chat_prompt_ends(
+                    streams["chat_" + split], streams[f"chat_{split}_starts"], think_end)
+        return streams
+    if len(spec) == 1 and ":" in spec[0] and not os.path.exists(spec[0]):
+        mod, fn = spec[0].rsplit(":", 1)
+        if mod.endswith(".py"):  # a file path
+            sys.path.insert(0, os.path.dirname(os.path.abspath(mod)))
+            mod = os.path.basename(mod)[:-3]
+        else:
+            sys.path.insert(0, os.getcwd())
+        return dict(getattr(importlib.import_module(mod), fn)(target_dir))
+    cm = demo_corpus_module()
+    tok = cm.Tokenizer(os.path.join(target_dir, "tokenizer.json"))
+    ids = []
+    for path in spec:
+        with open(path, encoding="utf-8") as f:
+            ids.extend(tok.encode(f.read()))
+    ids = np.array(ids, dtype=np.int64)
+    cut = int(len(ids) * (1 - heldout_frac))
+    return {"train": ids[:cut], "heldout": ids[cut:]}
+
+
+class RowSampler:
+    """Rows of T tokens: a fraction from conversation starts, the rest at random offsets."""
+
+    def __init__(self, raw, chat=None, starts=None, chat_frac=0.0, T=256):
+        self.raw, self.chat, self.T = raw, chat, T
+        self.starts = None if starts is None else starts[starts < len(chat) - T]
+        self.chat_frac = chat_frac if self.starts is not None and len(self.starts) else 0.0
+
+    def get(self, rng, n):
+        n_chat = int(round(n * self.chat_frac))
+        rows = [self.chat[s:s + self.T] for s in rng.choice(self.starts, n_chat)] if n_chat else []
+        rows += [self.raw[s:s + self.T] for s in rng.integers(0, len(self.raw) - self.T, n - n_chat)]
+        if not rows:
+            return torch.zeros(0, self.T, dtype=torch.long)
+        return torch.from_numpy(np.stack(rows).astype(np.int64))
+
+
+# --------------------------------------------------------------------------------------
+# Target side
+@torch.no_grad()
+def target_rows(target, rows, layer_ids, keep_logits=False):
+    """rows [N, T] -> (taps [N, T, k*H], greedy next-token predictions [N, T], and the
+    target's log-probabilities [N, T, V] if keep_logits, else None)."""
+    logits, hidden = target(rows, return_hidden=True)
+    logp = torch.log_softmax(logits, -1) if keep_logits else None
+    return torch.cat([hidden[i] for i in layer_ids], -1), logits.argmax(-1), logp
+
+
+@torch.no_grad()
+def cached_greedy(target, prompts, n_new, eos_ids=()):
+    """Batched greedy continuation with a KV cache (transformer.py recomputes everything).
+    prompts: list of id lists of any lengths (left-padded here; pad keys are masked and each
+    row's positions start at 0, so the result equals unpadded decoding). Returns id lists of
+    the continuations, cut after the first eos."""
+    N, P = len(prompts), max(len(p) for p in prompts)
+    pad = torch.tensor([P - len(p) for p in prompts])
+    ids = torch.tensor([[0] * (P - len(p)) + list(p) for p in prompts])
+    dtype, S = target.embed_tokens.weight.dtype, P + n_new
+    cos_t, sin_t = rope_mod.cos_sin(target.inv_freq, target.attention_factor, S, dtype)
+    keep = torch.arange(S)[None] >= pad[:, None]  # [N, key slots]: False on padding
+    at0 = target.layers[0].self_attn
+    # preallocated [N, kv heads, slots, d] caches, written in place (no growing copies)
+    cache = [(torch.zeros(N, at0.nkv, S, at0.d, dtype=dtype),
+              torch.zeros(N, at0.nkv, S, at0.d, dtype=dtype)) for _ in target.layers]
+
+    def forward(x_ids, t0):
+        T, end = x_ids.shape[1], t0 + x_ids.shape[1]
+        pos = (torch.arange(t0, end)[None] - pad[:, None]).clamp(min=0)
+        cos, sin = cos_t[pos][:, None], sin_t[pos][:, None]
+        x = target.embed_tokens(x_ids)
+        causal = torch.ones(T, end, dtype=torch.bool).tril(t0)
+        # pad queries see themselves so their rows stay finite (0 * NaN would leak)
+        own = torch.zeros(T, end, dtype=torch.bool)
+        own[:, t0:] = torch.eye(T, dtype=torch.bool)
+        mask = (causal[None] & (keep[:, None, :end] | own[None]))[:, None, None]
+        for layer, (kc, vc) in zip(target.layers, cache):
+            at, h = layer.self_attn, layer.input_layernorm(x)
+            q = at.q_proj(h).view(N, T, at.nh, at.d)
+            k = at.k_proj(h).view(N, T, at.nkv, at.d)
+            v = at.v_proj(h).view(N, T, at.nkv, at.d)
+            if hasattr(at, "q_norm"):
+                q, k = at.q_norm(q), at.k_norm(k)
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            q, k = rope_mod.apply_rope(q, cos, sin), rope_mod.apply_rope(k, cos, sin)
+            kc[:, :, t0:end], vc[:, :, t0:end] = k, v
+            rep = at.nh // at.nkv  # GQA without copying K/V: [N, kv, rep, T, d]
+            qg = q.view(N, at.nkv, rep, T, at.d)
+            sc = (qg @ kc[:, :, None, :end].transpose(-1, -2)) * (at.d ** -0.5)
+            p = torch.softmax(sc.masked_fill(~mask, float("-inf")), -1)
+            o = (p @ vc[:, :, None, :end]).view(N, at.nh, T, at.d)
+            x = x + at.o_proj(o.transpose(1, 2).reshape(N, T, at.nh * at.d))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return F.linear(target.norm(x[:, -1]), target.output_weight())
+
+    nxt = forward(ids, 0).argmax(-1)
+    out = [nxt]
+    for i in range(1, n_new):
+        nxt = forward(nxt[:, None], P + i - 1).argmax(-1)
+        out.append(nxt)
+    gen = torch.stack(out, 1).tolist()
+    res = []
+    for g in gen:
+        cut = next((i + 1 for i, t in enumerate(g) if t in eos_ids), len(g))
+        res.append(g[:cut])
+    return res
+
+
+class CachedTarget:
+    """One sequence through the target with a KV cache that can be rolled back: the same
+    computation as transformer.py, incrementally (for fast held-out acceptance runs)."""
+
+    def __init__(self, target, capacity, layer_ids):
+        self.t, self.ids = target, layer_ids
+        at = target.layers[0].self_attn
+        dt = target.embed_tokens.weight.dtype
+        self.cos, self.sin = rope_mod.cos_sin(target.inv_freq, target.attention_factor, capacity, dt)
+        self.kv = [(torch.zeros(at.nkv, capacity, at.d, dtype=dt),
+                    torch.zeros(at.nkv, capacity, at.d, dtype=dt)) for _ in target.layers]
+
+    @torch.no_grad()
+    def forward(self, tokens, t0):
+        """tokens at positions t0.. (cache rows >= t0 are overwritten) -> (logits [T, V],
+        taps [T, k*H])."""
+        t = self.t
+        T, end = len(tokens), t0 + len(tokens)
+        x = t.embed_tokens(torch.tensor(tokens))[None]
+        cos, sin = self.cos[t0:end], self.sin[t0:end]
+        mask = torch.ones(T, end, dtype=torch.bool).tril(t0)
+        hidden = []
+        for layer, (kc, vc) in zip(t.layers, self.kv):
+            at, h = layer.self_attn, layer.input_layernorm(x)
+            q = at.q_proj(h).view(1, T, at.nh, at.d)
+            k = at.k_proj(h).view(1, T, at.nkv, at.d)
+            v = at.v_proj(h).view(1, T, at.nkv, at.d)
+            if hasattr(at, "q_norm"):
+                q, k = at.q_norm(q), at.k_norm(k)
+            q, k, v = (z.transpose(1, 2)[0] for z in (q, k, v))  # [heads, T, d]
+            q, k = rope_mod.apply_rope(q, cos, sin), rope_mod.apply_rope(k, cos, sin)
+            kc[:, t0:end], vc[:, t0:end] = k, v
+            rep = at.nh // at.nkv
+            kk, vv = kc[:, :end].repeat_interleave(rep, 0), vc[:, :end].repeat_interleave(rep, 0)
+            sc = (q @ kk.transpose(-1, -2)) * (at.d ** -0.5)
+            pr = torch.softmax(sc.masked_fill(~mask, float("-inf")), -1)
+            x = x + at.o_proj((pr @ vv).transpose(0, 1).reshape(1, T, at.nh * at.d))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            hidden.append(x[0])
+        logits = F.linear(t.norm(x[0]), t.output_weight())
+        return logits, torch.cat([hidden[i] for i in self.ids], -1)
+
+
+@torch.no_grad()
+def fast_dflash_generate(target, draft, prompt, max_tokens, B, eos_ids=()):
+    """The loop of reference/dflash_loop.dflash_generate with KV caches (target) and
+    incrementally projected context rows (draft); same steps, same bookkeeping. Its output
+    is checked against the reference loop on some prompts wherever it is used."""
+    ct = CachedTarget(target, len(prompt) + max_tokens + B + 1, draft.cfg.target_layer_ids)
+    embed, head = target.embed_tokens.weight, target.output_weight()
+    logits, feats = ct.forward(list(prompt), 0)
+    ctx = draft.context(feats)
+    seq, out, accept = list(prompt), [], []
+
+    def emit(tokens):
+        for tk in tokens:
+            out.append(tk)
+            seq.append(tk)
+            if tk in eos_ids or len(out) >= max_tokens:
+                return False
+        return True
+
+    going = max_tokens > 0 and emit([int(torch.argmax(logits[-1]))])
+    while going:
+        start = len(seq) - 1
+        toks = torch.tensor(draft.block_tokens(seq[-1], B))
+        x = F.embedding(toks, embed)[None]
+        h = draft.hidden(ctx[None], torch.arange(start)[None], x, torch.arange(start, start + B)[None])
+        block = [seq[-1]] + [int(v) for v in torch.argmax(F.linear(h[0, 1:], head), -1)]
+        logits, feats = ct.forward(block, start)
+        post = [int(v) for v in torch.argmax(logits, -1)]
+        a = 0
+        while a < B - 1 and block[a + 1] == post[a]:
+            a += 1
+        accept.append(a)
+        ctx = torch.cat([ctx, draft.context(feats[:a + 1])], 0)
+        going = emit(block[1:a + 1] + [post[a]])
+    return {"ids": out, "accept_lens": accept}
+
+
+def prompt_pool(streams, split, rng, n, raw_len=(32, 128)):
+    """Corpus prompts: chat generation prompts when there are any (half), else raw windows."""
+    out = []
+    ends = streams.get(f"chat_{split}_prompt_ends")
+    n_chat = n // 2 if ends is not None else 0
+    if n_chat:
+        starts = streams[f"chat_{split}_starts"]
+        ok = np.nonzero(ends > 0)[0]
+        for i in rng.choice(ok, n_chat, replace=len(ok) < n_chat):
+            out.append(streams["chat_" + split][starts[i]:ends[i]].tolist())
+    raw = streams[split]
+    for _ in range(n - n_chat):
+        L = int(rng.integers(raw_len[0], raw_len[1] + 1))
+        s = int(rng.integers(0, len(raw) - L))
+        out.append(raw[s:s + L].tolist())
+    return out
+
+
+def distill_stream(target, streams, n_seqs, n_new, eos_ids, seed, batch=64):
+    """Concatenated [prompt + greedy continuation] sequences with their start offsets."""
+    rng = np.random.default_rng([seed, 7])
+    prompts = prompt_pool(streams, "train", rng, n_seqs)
+    prompts.sort(key=len)  # similar lengths per batch: less padding
+    ids, starts = [], []
+    for i in range(0, len(prompts), batch):
+        group = prompts[i:i + batch]
+        for p, g in zip(group, cached_greedy(target, group, n_new, eos_ids)):
+            starts.append(len(ids))
+            ids.extend(p + g)
+    return np.array(ids, dtype=np.int64), np.array(starts, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------
+# Draft side
+def init_from_target(draft, target):
+    """Copy the target's last L decoder layers into the draft when the shapes match (the
+    draft layers then start as a working transformer); fc starts as 'average of the taps'."""
+    tl, dl = target.layers, draft.layers
+    sd_t = [l.state_dict() for l in tl[len(tl) - len(dl):]]
+    copied = 0
+    with torch.no_grad():
+        for layer, src in zip(dl, sd_t):
+            own = layer.state_dict()
+            if all(k in src and src[k].shape == v.shape for k, v in own.items()):
+                layer.load_state_dict({k: src[k].to(v.dtype) for k, v in own.items()})
+                copied += 1
+        H, k = draft.cfg.hidden_size, len(draft.cfg.target_layer_ids)
+        eye = torch.eye(H) / k
+        draft.fc.weight.copy_(torch.cat([eye] * k, 1) + 0.02 * torch.randn(H, k * H) / math.sqrt(H))
+    return copied
+
+
+def block_batch(rows, preds, starts, B, mask_id, labels="target"):
+    """Block tokens, positions, attention mask and labels for starts [N, nb].
+    Returns tokens [N, nb*B], positions [N, nb*B], mask [N, nb*B, T + nb*B], labels
+    [N, nb, B-1]."""
+    N, T = rows.shape
+    nb = starts.shape[1]
+    offs = torch.arange(B)
+    pos = starts[:, :, None] + offs  # [N, nb, B]
+    toks = torch.full((N, nb, B), mask_id, dtype=torch.long)
+    toks[:, :, 0] = rows.gather(1, starts)
+    src = preds if labels == "target" else rows
+    shift = 1 if labels == "target" else 0  # pred[t] is the target's token for t+1
+    lab = src.gather(1, (pos[:, :, 1:] - shift).reshape(N, -1)).view(N, nb, B - 1)
+    ctx_ok = torch.arange(T)[None, None, :] < starts.repeat_interleave(B, 1)[:, :, None]
+    blk = torch.arange(nb).repeat_interleave(B)
+    own = (blk[:, None] == blk[None, :]).expand(N, -1, -1)
+    return toks.view(N, -1), pos.view(N, -1), torch.cat([ctx_ok, own], 2), lab
+
+
+def draft_loss(draft, target, taps, rows, preds, starts, B, weights, labels, amp, logp=None,
+               kd=0.0):
+    """Weighted cross-entropy on the hard labels, plus kd * cross-entropy against the
+    target's own distribution at the same positions (soft labels carry more signal per
+    block than the argmax alone). Returns (loss, mean accepted length, per-row hit rate)."""
+    toks, pos, mask, lab = block_batch(rows, preds, starts, B, draft.cfg.mask_token_id, labels)
+    N, T = rows.shape
+    nb = starts.shape[1]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        ctx = draft.context(taps)
+        x = F.embedding(toks, target.embed_tokens.weight)
+        h = draft.hidden(ctx, torch.arange(T).expand(N, -1), x, pos, mask)
+        h = h.view(N, nb, B, -1)[:, :, 1:]
+        logits = F.linear(h, target.output_weight())
+    logits = logits.float()
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1), reduction="none")
+    ce = ce.view(N, nb, B - 1)
+    if kd and logp is not None:
+        idx = (pos.view(N, nb, B)[:, :, 1:] - 1).reshape(N, -1)  # logp[t] is about token t+1
+        pt = logp.gather(1, idx[..., None].expand(-1, -1, logp.shape[-1])).exp()
+        soft = -(pt.view(N, nb, B - 1, -1) * torch.log_softmax(logits, -1)).sum(-1)
+        ce = ce + kd * soft
+    loss = (ce * weights).sum(-1).mean() / weights.sum()
+    hit = (logits.argmax(-1) == lab)
+    # accepted length if the labels are what the target verifies: leading run of hits
+    acc = hit.long().cumprod(-1).sum(-1).double().mean()
+    return loss, float(acc), hit.double().mean(0).mean(0)
+
+
+def sample_starts(rng, N, T, B, nb):
+    """nb distinct block starts per row in [1, T-B] (>= 1 context row; labels in range)."""
+    hi = T - B  # corpus labels read rows[s + B - 1]
+    return torch.from_numpy(np.stack([np.sort(rng.choice(np.arange(1, hi + 1), nb, replace=False))
+                                      for _ in range(N)]).astype(np.int64))
+
+
+# --------------------------------------------------------------------------------------
+def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=2):
+    """{B: tau} over the prompts (all steps pooled), run with fast_dflash_generate; on the
+    first n_check prompts per block size the reference loop must give the same ids and
+    accept_lens (else this raises)."""
+    res = {}
+    draft.eval()
+    for B in block_sizes:
+        acc = []
+        for i, p in enumerate(prompts):
+            r = fast_dflash_generate(target, draft, p, n_tokens, B, eos_ids)
+            if i < n_check:
+                ref = dflash_generate(target, draft, p, n_tokens, B, eos_ids)
+                if (ref["ids"], ref["accept_lens"]) != (r["ids"], r["accept_lens"]):
+                    raise RuntimeError(f"fast loop != reference loop on held-out prompt {i}, B={B}")
+            acc += r["accept_lens"]
+        res[B] = round(tau(acc), 3)
+    draft.train()
+    return res
+
+
+def evaluate_saved(a, target, streams, eos_ids, n_target_layers):
+    """Held-out tau of the draft folder a.out (bf16-rounded weights, as an engine loads it),
+    separately for chat generation prompts and raw source prefixes, and pooled."""
+    _, saved = load_draft(a.out, n_target_layers)
+    prompts = prompt_pool(streams, "heldout", np.random.default_rng([a.seed, 99]), a.eval_prompts)
+    n_chat = a.eval_prompts // 2 if streams.get("chat_heldout_prompt_ends") is not None else 0
+    blocks = [int(x) for x in a.eval_blocks.split(",") if x]
+    t0 = time.time()
+    res = {"all": heldout_tau(target, saved, prompts, a.eval_tokens, blocks, eos_ids)}
+    if n_chat:
+        res["chat"] = heldout_tau(target, saved, prompts[:n_chat], a.eval_tokens, blocks, eos_ids)
+        res["raw"] = heldout_tau(target, saved, prompts[n_chat:], a.eval_tokens, blocks, eos_ids)
+    res.update(prompts=len(prompts), chat_prompts=n_chat, max_tokens=a.eval_tokens,
+               eval_s=round(time.time() - t0))
+    print("TAU", json.dumps(res), flush=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Train a DFlash draft (see the module docstring).")
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--corpus", nargs="+", default=["demo"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--block-size", type=int, default=8)
+    ap.add_argument("--target-layer-ids", help="comma-separated (default: the formula)")
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--kv-heads", type=int)
+    ap.add_argument("--head-dim", type=int)
+    ap.add_argument("--ffn", type=int)
+    ap.add_argument("--mask-token-id", type=int)
+    ap.add_argument("--init", choices=["target", "random"], default="target")
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--time-budget", type=float, default=0, help="seconds; also ends training")
+    ap.add_argument("--batch", type=int, default=8, help="rows per step")
+    ap.add_argument("--seq", type=int, default=256, help="tokens per row")
+    ap.add_argument("--blocks", type=int, default=24, help="block starts per row")
+    ap.add_argument("--reuse", type=int, default=2, help="draft steps per target pass (new block starts each)")
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--wd", type=float, default=0.01)
+    ap.add_argument("--decay", type=float, default=0, help="position weight exp(-(j-1)/decay); 0 = B-1")
+    ap.add_argument("--labels", choices=["target", "corpus"], default="target")
+    ap.add_argument("--kd", type=float, default=1.0, help="weight of the soft-label (target distribution) term")
+    ap.add_argument("--chat-frac", type=float, default=0.35)
+    ap.add_argument("--distill", type=float, default=0.5, help="fraction of rows from target greedy text")
+    ap.add_argument("--distill-seqs", type=int, default=1024)
+    ap.add_argument("--distill-new", type=int, default=256)
+    ap.add_argument("--no-amp", action="store_true", help="fp32 draft training (default bf16 autocast)")
+    ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    ap.add_argument("--eval-prompts", type=int, default=16, help="half chat, half raw; 0: none")
+    ap.add_argument("--eval-only", action="store_true", help="only measure the tau of --out")
+    ap.add_argument("--eval-tokens", type=int, default=96)
+    ap.add_argument("--eval-blocks", default="4,8,16")
+    ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+    t_start = time.time()
+
+    tcfg, target = load_hf_folder(a.target, torch.float32)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    with open(os.path.join(a.target, "config.json")) as f:
+        tjson = json.load(f)
+    eos = tjson.get("eos_token_id")
+    eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    gpath = os.path.join(a.target, "generation_config.json")
+    if os.path.exists(gpath):
+        with open(gpath) as f:
+            ge = json.load(f).get("eos_token_id")
+        eos_ids |= set(ge if isinstance(ge, list) else [ge] if ge is not None else [])
+
+    ids = [int(x) for x in a.target_layer_ids.split(",")] if a.target_layer_ids else None
+    # shapes default to the target's, so that its layers can initialise the draft's
+    heads = a.heads or tcfg.num_attention_heads
+    kv = a.kv_heads or (tcfg.num_key_value_heads if heads == tcfg.num_attention_heads else heads)
+    cfg = draft_config(tcfg, a.layers, a.block_size, ids, heads, kv, a.head_dim or tcfg.head_dim,
+                       a.ffn or tcfg.intermediate_size, a.mask_token_id, tcfg.rope_theta, a.target)
+    draft = DFlashDraft(cfg)
+    copied = init_from_target(draft, target) if a.init == "target" else 0
+    n_params = sum(p.numel() for p in draft.parameters())
+    print(f"draft: {cfg.num_hidden_layers} layers, taps {cfg.target_layer_ids}, mask "
+          f"{cfg.mask_token_id}, {n_params} params ({2 * n_params / 2**20:.2f} MiB bf16), "
+          f"{copied} layers copied from the target", flush=True)
+
+    streams = load_corpus(a.corpus, a.target)
+    if a.eval_only:
+        evaluate_saved(a, target, streams, eos_ids, tcfg.num_hidden_layers)
+        return
+    B, T = a.block_size, a.seq
+    train = RowSampler(streams["train"], streams.get("chat_train"), streams.get("chat_train_starts"),
+                       a.chat_frac, T)
+    distilled = None
+    if a.distill > 0:
+        t0 = time.time()
+        d_ids, d_starts = distill_stream(target, streams, a.distill_seqs, a.distill_new, eos_ids, a.seed)
+        distilled = RowSampler(d_ids, d_ids, d_starts, 1.0, T)
+        print(f"distilled {len(d_starts)} greedy continuations, {len(d_ids)} tokens "
+              f"({time.time() - t0:.0f}s)", flush=True)
+
+    erng = np.random.default_rng([a.seed, 99])
+    held_rows = [RowSampler(streams["heldout"], streams.get("chat_heldout"),
+                            streams.get("chat_heldout_starts"), a.chat_frac, T).get(erng, a.batch)
+                 for _ in range(2)]
+
+    decay = a.decay or (B - 1)
+    weights = torch.exp(-torch.arange(B - 1, dtype=torch.float32) / decay)
+    decay_p = [p for n, p in draft.named_parameters() if p.dim() == 2]
+    other = [p for n, p in draft.named_parameters() if p.dim() != 2]
+    opt = torch.optim.AdamW([{"params": decay_p, "weight_decay": a.wd},
+                             {"params": other, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+    amp = not a.no_amp
+    log, step, t_train = [], 0, time.time()
+
+    def progress():
+        p = step / a.steps
+        if a.time_budget:
+            p = max(p, (time.time() - t_start) / a.time_budget)
+        return p
+
+    def evaluate():
+        draft.eval()
+        with torch.no_grad():
+            out = []
+            for rows in held_rows:
+                taps, preds, _ = target_rows(target, rows, cfg.target_layer_ids)
+                st = sample_starts(np.random.default_rng(5), rows.shape[0], T, B, a.blocks)
+                out.append(draft_loss(draft, target, taps, rows, preds, st, B, weights, a.labels, amp)[:2])
+        draft.train()
+        return sum(o[0].item() for o in out) / len(out), sum(o[1] for o in out) / len(out)
+
+    draft.train()
+    while progress() < 1:
+        rng = np.random.default_rng([a.seed, step])
+        if step % a.reuse == 0:  # the target pass costs as much as a draft step: reuse it
+            n_d = int(round(a.batch * a.distill)) if distilled else 0
+            rows = train.get(rng, a.batch - n_d)
+            if n_d:
+                rows = torch.cat([rows, distilled.get(rng, n_d)])
+            taps, preds, logp = target_rows(target, rows, cfg.target_layer_ids, a.kd > 0)
+        starts = sample_starts(rng, rows.shape[0], T, B, a.blocks)
+        pr = progress()
+        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(pr, 1))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss, acc, _ = draft_loss(draft, target, taps, rows, preds, starts, B, weights, a.labels,
+                                  amp, logp, a.kd)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % a.log_every == 0:
+            hl, hacc = evaluate()
+            # loss: the training objective (hard + kd soft CE); heldout_loss: hard CE only
+            rec = {"step": step, "loss": round(float(loss), 4), "train_acc_len": round(acc, 3),
+                   "heldout_loss": round(hl, 4), "heldout_acc_len": round(hacc, 3),
+                   "lr": float(f"{lr:.3g}"), "elapsed_s": round(time.time() - t_start)}
+            log.append(rec)
+            print(json.dumps(rec), flush=True)
+    train_s = round(time.time() - t_start)
+    print(f"trained {step} steps in {train_s}s", flush=True)
+    save_draft(a.out, draft, dtype=a.dtype, write_ids=True)
+    summary = {"steps": step, "train_s": train_s, "last": log[-1] if log else None,
+               "args": vars(a)}
+    with open(os.path.join(a.out, "training_log.json"), "w") as f:
+        json.dump({"summary": summary, "log": log}, f, indent=1)
+    if a.eval_prompts:
+        summary["heldout_tau"] = evaluate_saved(a, target, streams, eos_ids, tcfg.num_hidden_layers)
+        with open(os.path.join(a.out, "training_log.json"), "w") as f:
+            json.dump({"summary": summary, "log": log}, f, indent=1)
+    print(json.dumps({k: v for k, v in summary.items() if k != "args"}))
+
+
+if __name__ == "__main__":
+    main()
