@@ -1,0 +1,101 @@
+// The sampler's filters against hand-computed distributions, and its counter-based seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "decoding/sampler.h"
+
+using namespace dflash;
+
+namespace {
+const std::vector<float> kLogits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f};  // ids 1 and 3 tie
+
+std::vector<float> probs(SamplingParams p, const std::vector<int32_t>& hist = {}) {
+  std::vector<float> out;
+  Sampler(p).probabilities(kLogits.data(), int(kLogits.size()), hist, out);
+  return out;
+}
+}  // namespace
+
+TEST(Sampler, GreedyPicksLowestIdOnTies) {
+  EXPECT_EQ(1, Sampler(SamplingParams{}).sample(kLogits.data(), 6, {}, 0));
+}
+
+TEST(Sampler, TemperatureSoftmax) {
+  SamplingParams p;
+  p.temperature = 2.0f;
+  auto pr = probs(p);
+  double z = 0;
+  for (float l : kLogits) z += std::exp(l / 2.0);
+  for (size_t i = 0; i < kLogits.size(); ++i) EXPECT_NEAR(std::exp(kLogits[i] / 2.0) / z, pr[i], 1e-6);
+}
+
+TEST(Sampler, TopKKeepsTheKLargest) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 3;
+  auto pr = probs(p);
+  const double z = std::exp(3.0) * 2 + std::exp(2.0);
+  EXPECT_NEAR(std::exp(3.0) / z, pr[1], 1e-6);
+  EXPECT_NEAR(std::exp(3.0) / z, pr[3], 1e-6);
+  EXPECT_NEAR(std::exp(2.0) / z, pr[2], 1e-6);
+  EXPECT_EQ(0.0f, pr[0]);
+  EXPECT_EQ(0.0f, pr[5]);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.8f;  // the two tied tokens hold 0.77, the third brings it to 0.91
+  auto pr = probs(p);
+  EXPECT_GT(pr[2], 0.0f);
+  EXPECT_EQ(0.0f, pr[0]);
+  p.top_p = 0.5f;
+  pr = probs(p);
+  EXPECT_GT(pr[1], 0.0f);
+  EXPECT_GT(pr[3], 0.0f);
+  EXPECT_EQ(0.0f, pr[2]);
+}
+
+TEST(Sampler, MinPDropsTokensBelowAFractionOfTheBest) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.3f;  // keeps exp(l-3) >= 0.3: logits 3, 3, 2 (0.37); drops 1 (0.135)
+  auto pr = probs(p);
+  EXPECT_GT(pr[2], 0.0f);
+  EXPECT_EQ(0.0f, pr[0]);
+}
+
+TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;  // greedy: id 1 (3.0 -> 1.5) loses to id 3
+  EXPECT_EQ(3, Sampler(p).sample(kLogits.data(), 6, {1}, 0));
+  p.temperature = 1.0f;
+  auto pr = probs(p, {4});
+  double z = 0;
+  std::vector<float> l = kLogits;
+  l[4] = -2.0f;
+  for (float v : l) z += std::exp(v);
+  EXPECT_NEAR(std::exp(-2.0) / z, pr[4], 1e-6);
+}
+
+TEST(Sampler, SameSeedAndIndexSameDraw) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 42;
+  Sampler s(p);
+  std::vector<int32_t> a, b, c;
+  for (uint64_t i = 0; i < 200; ++i) {
+    a.push_back(s.sample(kLogits.data(), 6, {}, i));
+    b.push_back(s.sample(kLogits.data(), 6, {}, i));
+  }
+  p.seed = 43;
+  for (uint64_t i = 0; i < 200; ++i) c.push_back(Sampler(p).sample(kLogits.data(), 6, {}, i));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    const double u = counter_uniform(7, i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+  }
+}
