@@ -9,12 +9,15 @@ APT_PACKAGES=(
   libhwy-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libbenchmark-dev
   python3-torch python3-numpy python3-jinja2 libopenblas0-pthread
-  nodejs npm chromium
+  chromium
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js may come from Debian or from NodeSource (which bundles npm): install only if absent.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
