@@ -408,8 +408,11 @@ Value from_json(const nlohmann::ordered_json& j) {
     case T::object: {
       auto d = std::make_shared<DictData>();
       d->items.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it)
-        d->items.emplace_back(Value(it.key()), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        Value key(it.key());
+        Value value = from_json(it.value());
+        d->items.emplace_back(std::move(key), std::move(value));
+      }
       return Value(std::move(d));
     }
     default: return Value(nullptr);
