@@ -7,7 +7,7 @@ namespace dflash {
 
 namespace {
 constexpr double kEma = 0.2;
-constexpr int kProbeEvery = 32;  // plain steps between probes when speculation is off
+constexpr int kProbeFirst = 32, kProbeMax = 1024;  // plain steps between probes when off
 
 void ema(std::map<int, double>& m, int k, double v) {
   auto it = m.find(k);
@@ -73,8 +73,12 @@ int SpecController::next_block() {
       best_speedup = s;
     }
   }
-  if (best == 1 && ++plain_run_ >= kProbeEvery) {  // re-measure: acceptance may have changed
+  // Re-measure now and then: acceptance may have changed. A probe that does not pay makes the
+  // next one wait twice as long, so probing never costs more than a few percent.
+  probing_ = false;
+  if (best == 1 && ++plain_run_ >= probe_every_) {
     plain_run_ = 0;
+    probing_ = true;
     best = std::min(max_block_, 4);
   }
   if (best > 1) plain_run_ = 0;
@@ -89,6 +93,7 @@ void SpecController::record_spec(int B, int accepted, double draft_s, double ver
   // Decay old evidence so the estimate follows the text (code vs prose accept differently).
   acc_ = acc_ * 0.95 + accepted;
   tried_ = tried_ * 0.95 + judged;
+  if (probing_) probe_every_ = predicted_speedup(B) > 1.0 ? kProbeFirst : std::min(kProbeMax, probe_every_ * 2);
 }
 
 void SpecController::record_plain(double forward_s) {

@@ -32,6 +32,8 @@ class SpecController {
   std::map<int, double> verify_s_, draft_s_;
   double acc_ = 0.5, tried_ = 1;  // prior: half of draft tokens accepted, weak
   int plain_run_ = 0;           // consecutive plain steps, for probing
+  int probe_every_ = 32;        // doubles after each probe that does not pay, up to 1024
+  bool probing_ = false;
   int current_ = 0;
 };
 

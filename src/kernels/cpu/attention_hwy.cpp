@@ -82,7 +82,7 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
   auto fn = [&](int t) { HWY_DYNAMIC_DISPATCH(AttendRange)(a, t * per, std::min(total, (t + 1) * per)); };
   int64_t work = 0;  // multiply-adds, to keep tiny attention calls on the calling thread
   for (int i = 0; i < a.n_q; ++i) work += int64_t(a.kend[i] - a.kbeg[i]) * a.n_heads * a.head_dim;
-  if (pool && work >= (int64_t(1) << 17)) pool->parallel_for(tasks, fn);
+  if (pool && work >= (int64_t(1) << 19)) pool->parallel_for(tasks, fn);
   else for (int t = 0; t < tasks; ++t) fn(t);
 }
 

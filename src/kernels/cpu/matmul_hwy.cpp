@@ -158,7 +158,7 @@ void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* 
     HWY_DYNAMIC_DISPATCH(MatmulRangeDispatch)(x, M, w, y, n0, n1);
   };
   // Waking workers costs microseconds: small products run on the calling thread.
-  const bool small = int64_t(M) * w.rows * w.cols < (int64_t(1) << 18);
+  const bool small = int64_t(M) * w.rows * w.cols < (int64_t(1) << 21);
   if (pool && !small) pool->parallel_for(tasks, fn);
   else for (int t = 0; t < tasks; ++t) fn(t);
 }
