@@ -120,6 +120,35 @@ class RowSampler:
         return torch.from_numpy(np.stack(rows).astype(np.int64))
 
 
+class RepeatSampler:
+    """Rows that fall into a loop: corpus text, then a snippet of 1..max_len tokens repeated
+    to the end of the row (the snippet is the prefix's own tail half the time, like a loop
+    starting in running text). Small targets' greedy text loops a lot, and there the
+    target's own predictions copy the loop; random snippets teach the draft to copy from
+    its context in general instead of memorising particular continuations."""
+
+    def __init__(self, raw, T=256, max_len=24, prefix=(8, 128)):
+        self.raw, self.T, self.max_len, self.prefix = raw, T, max_len, prefix
+
+    def get(self, rng, n):
+        rows = []
+        for _ in range(n):
+            P = int(rng.integers(self.prefix[0], min(self.prefix[1], self.T // 2) + 1))
+            L = int(np.exp(rng.uniform(0, np.log(self.max_len + 1))))  # log-uniform length
+            o = int(rng.integers(0, len(self.raw) - P - L))
+            pre = self.raw[o:o + P]
+            if rng.random() < 0.5:
+                snip = pre[P - min(L, P):]
+            else:
+                q = int(rng.integers(0, len(self.raw) - L))
+                snip = self.raw[q:q + L]
+            reps = np.tile(snip, (self.T - P) // len(snip) + 1)[:self.T - P]
+            rows.append(np.concatenate([pre, reps]))
+        if not rows:
+            return torch.zeros(0, self.T, dtype=torch.long)
+        return torch.from_numpy(np.stack(rows).astype(np.int64))
+
+
 # --------------------------------------------------------------------------------------
 # Target side
 @torch.no_grad()
@@ -444,6 +473,7 @@ def main():
     ap.add_argument("--kd", type=float, default=1.0, help="weight of the soft-label (target distribution) term")
     ap.add_argument("--chat-frac", type=float, default=0.35)
     ap.add_argument("--distill", type=float, default=0.5, help="fraction of rows from target greedy text")
+    ap.add_argument("--repeat", type=float, default=0.0, help="fraction of rows that loop (RepeatSampler)")
     ap.add_argument("--distill-seqs", type=int, default=1024)
     ap.add_argument("--distill-new", type=int, default=256)
     ap.add_argument("--no-amp", action="store_true", help="fp32 draft training (default bf16 autocast)")
@@ -492,6 +522,7 @@ def main():
     B, T = a.block_size, a.seq
     train = RowSampler(streams["train"], streams.get("chat_train"), streams.get("chat_train_starts"),
                        a.chat_frac, T)
+    repeats = RepeatSampler(streams["train"], T)
     distilled = None
     if a.distill > 0:
         t0 = time.time()
@@ -536,9 +567,11 @@ def main():
         rng = np.random.default_rng([a.seed, step])
         if step % a.reuse == 0:  # the target pass costs as much as a draft step: reuse it
             n_d = int(round(a.batch * a.distill)) if distilled else 0
-            rows = train.get(rng, a.batch - n_d)
+            n_r = int(round(a.batch * a.repeat))
+            rows = [train.get(rng, a.batch - n_d - n_r), repeats.get(rng, n_r)]
             if n_d:
-                rows = torch.cat([rows, distilled.get(rng, n_d)])
+                rows.append(distilled.get(rng, n_d))
+            rows = torch.cat(rows)
             taps, preds, logp = target_rows(target, rows, cfg.target_layer_ids, a.kd > 0)
         starts = sample_starts(rng, rows.shape[0], T, B, a.blocks)
         pr = progress()
