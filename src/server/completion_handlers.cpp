@@ -1,0 +1,218 @@
+// The generation endpoints: /v1/chat/completions and /v1/completions, plain and streamed.
+#include <algorithm>
+#include <ctime>
+
+#include "server/server_impl.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace dflash::server {
+
+namespace {
+
+std::string sse(const ojson& j) { return "data: " + dump(j) + "\n\n"; }
+
+struct StreamState {
+  std::unique_ptr<RequestQueue::Ticket> ticket;
+};
+
+}  // namespace
+
+void HttpServer::finish_job(Job& job, const ApiRequest& api, Engine& e) {
+  const int n = int(job.gen.prompt.size());
+  const char* param = job.chat ? "messages" : "prompt";
+  if (n == 0) throw bad_param(param, "the prompt is empty");
+  if (n + 1 > e.ctx_size())
+    throw ApiError(400,
+                   "the prompt has " + std::to_string(n) + " tokens, more than the context size of " +
+                       std::to_string(e.ctx_size()) + " tokens allows (--ctx-size); shorten it",
+                   "invalid_request_error", param, "context_length_exceeded");
+  const int room = e.ctx_size() - n;
+  job.gen.max_tokens = std::min(api.max_tokens.value_or(room), room);
+  job.gen.sampling = api.sampling;
+  job.gen.stop = api.stop;
+  job.gen.think_cap = api.think_cap.value_or(opt_.think_cap);
+  job.gen.ignore_eos = api.ignore_eos;
+  job.stream = api.stream;
+  job.include_usage = api.include_usage;
+  job.return_tokens = api.return_tokens;
+  job.meta.model = model_name_;
+  job.meta.created = (long long)std::time(nullptr);
+}
+
+void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  const double t0 = now_seconds();
+  Engine& e = ready_engine();
+  const ApiRequest api = parse_chat_request(parse_body(req.body), opt_.defaults);
+  check_model(api.model);
+  std::string text;
+  try {
+    text = e.chat_template().render(template_context(api, e));
+    if (api.continue_final_message) text = cut_after_final_message(text, api.messages.back()["content"].get<std::string>());
+  } catch (const Error& ex) {
+    throw ApiError(400, std::string("the chat template refused these messages: ") + ex.what(), "invalid_request_error",
+                   "messages", "template_error");
+  }
+  auto job = std::make_shared<Job>();
+  job->t_arrival = t0;
+  job->chat = true;
+  job->gen.chat = true;
+  job->gen.prompt = e.tokenizer().encode(text);
+  job->meta.id = next_id("chatcmpl");
+  finish_job(*job, api, e);
+  run_job(job, res);
+}
+
+void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res) {
+  const double t0 = now_seconds();
+  Engine& e = ready_engine();
+  const ApiRequest api = parse_completion_request(parse_body(req.body), opt_.defaults);
+  check_model(api.model);
+  auto job = std::make_shared<Job>();
+  job->t_arrival = t0;
+  if (api.prompt_is_ids) {
+    const int vocab = e.config().vocab;
+    for (int64_t id : api.prompt_ids) {
+      if (id < 0 || id >= vocab)
+        throw bad_param("prompt", "token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                                      std::to_string(vocab) + ")");
+      job->gen.prompt.push_back(int32_t(id));
+    }
+  } else {
+    const SpecialTokens& sp = e.tokenizer().special();
+    if (sp.add_bos && sp.bos) job->gen.prompt.push_back(*sp.bos);
+    const std::vector<int32_t> ids = e.tokenizer().encode(api.prompt_text);
+    job->gen.prompt.insert(job->gen.prompt.end(), ids.begin(), ids.end());
+  }
+  job->meta.id = next_id("cmpl");
+  finish_job(*job, api, e);
+  run_job(job, res);
+}
+
+void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
+  std::unique_ptr<RequestQueue::Ticket> ticket = queue_.try_enter();
+  if (!ticket) {
+    metrics_.record_rejected();
+    throw ApiError(503,
+                   "the server is busy: " + std::to_string(queue_.waiting()) +
+                       " requests are already waiting (--queue-size); retry shortly",
+                   "server_error", "", "queue_full");
+  }
+  if (job->stream) {
+    stream_job(job, std::move(ticket), res);
+    return;
+  }
+  const double tq = now_seconds();
+  ticket->wait_turn();
+  const double queue_s = now_seconds() - tq;
+  if (stopping_) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  const GenResult r = engine()->generate(job->gen, nullptr);
+  ticket.reset();
+  account(*job, r, queue_s);
+  if (r.disconnected) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  send_json(res, 200, job->chat ? chat_response(job->meta, r, job->return_tokens)
+                                : completion_response(job->meta, r, job->return_tokens));
+}
+
+void HttpServer::stream_job(const std::shared_ptr<Job>& job, std::unique_ptr<RequestQueue::Ticket> ticket,
+                            httplib::Response& res) {
+  auto st = std::make_shared<StreamState>();
+  st->ticket = std::move(ticket);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  // Runs after the headers are out, on this request's thread: the wait for the turn and the
+  // whole generation happen here, and a failed write (the client left) ends both.
+  res.set_chunked_content_provider("text/event-stream", [this, job, st](size_t, httplib::DataSink& sink) {
+    auto write = [&](const ojson& j) {
+      const std::string s = sse(j);
+      return sink.write(s.data(), s.size());
+    };
+    auto finish = [&] {
+      static const std::string done = "data: [DONE]\n\n";
+      sink.write(done.data(), done.size());
+      sink.done();
+      return true;
+    };
+    const double tq = now_seconds();
+    st->ticket->wait_turn();
+    const double queue_s = now_seconds() - tq;
+    const ResponseMeta& m = job->meta;
+    if (stopping_ || !engine()) {
+      write(error_body("the server is shutting down", "server_error", "", "shutting_down"));
+      return finish();
+    }
+    GenResult r;
+    bool ok = !job->chat || write(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, ""));
+    if (ok) {
+      try {
+        r = engine()->generate(job->gen, [&](const Delta& d) {
+          if (!job->chat) return write(completion_chunk(m, d.content, ""));
+          ojson delta = ojson::object();
+          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+          if (!d.content.empty()) delta["content"] = d.content;
+          return write(chat_chunk(m, delta, ""));
+        });
+      } catch (const std::exception& ex) {
+        st->ticket.reset();
+        write(error_body(ex.what(), "server_error", "", ""));
+        return finish();
+      }
+    } else {
+      r.disconnected = true;
+    }
+    st->ticket.reset();
+    account(*job, r, queue_s);
+    if (r.disconnected) return false;  // httplib drops the connection
+    ojson last = job->chat ? chat_chunk(m, ojson::object(), r.finish_reason) : completion_chunk(m, "", r.finish_reason);
+    last["dflash"] = ojson(r.dflash);
+    if (job->return_tokens) last["choices"][0]["tokens"] = r.ids;
+    if (!write(last)) return false;
+    if (job->include_usage) {
+      ojson u = {{"id", m.id},
+                 {"object", job->chat ? "chat.completion.chunk" : "text_completion"},
+                 {"created", m.created},
+                 {"model", m.model},
+                 {"choices", ojson::array()},
+                 {"usage", usage_json(r)},
+                 {"dflash", ojson(r.dflash)}};
+      if (!write(u)) return false;
+    }
+    return finish();
+  });
+}
+
+void HttpServer::account(const Job& job, const GenResult& r, double queue_s) {
+  RequestRecord rec;
+  rec.prompt_tokens = r.prompt_tokens;
+  rec.cached_tokens = r.cached_tokens;
+  rec.completion_tokens = r.completion_tokens();
+  rec.decode_tok_s = r.decode_tok_s;
+  rec.prefill_tok_s = r.prefill_tok_s;
+  rec.ttft_s = r.ttft_s;
+  rec.total_s = r.total_s;
+  rec.decode_s = r.decode_tok_s > 0 ? (rec.completion_tokens - 1) / r.decode_tok_s : 0;
+  rec.drafted = r.spec.drafted;
+  rec.accepted = r.spec.accepted;
+  rec.speculation = r.dflash.value("speculation", std::string("off"));
+  rec.think_capped = r.think_capped;
+  rec.disconnected = r.disconnected;
+  metrics_.record(rec);
+  log_.write("request", {{"id", job.meta.id},
+                         {"endpoint", job.chat ? "chat" : "completion"},
+                         {"stream", job.stream},
+                         {"prompt", r.prompt_tokens},
+                         {"cached", r.cached_tokens},
+                         {"gen", r.completion_tokens()},
+                         {"tok_s", r.decode_tok_s},
+                         {"prefill_tok_s", r.prefill_tok_s},
+                         {"accept", r.spec.accept_rate()},
+                         {"tau", r.spec.accept_len()},
+                         {"spec", rec.speculation},
+                         {"finish", r.disconnected ? std::string("disconnected") : r.finish_reason},
+                         {"think_capped", r.think_capped},
+                         {"queue_ms", queue_s * 1e3},
+                         {"ttft_ms", r.ttft_s * 1e3},
+                         {"total_ms", (now_seconds() - job.t_arrival) * 1e3}});
+}
+
+}  // namespace dflash::server

@@ -1,0 +1,212 @@
+#include "server/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "decoding/spec_report.h"
+#include "decoding/speculative.h"
+#include "models/dflash_draft.h"
+#include "models/transformer.h"
+#include "server/stop_strings.h"
+#include "server/think_cap.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+#include "util/timer.h"
+
+namespace dflash::server {
+
+namespace {
+
+// Models without a template of their own still get a usable chat form.
+const char* kChatMLTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+void add_stats(SpecStats& sum, const SpecStats& s) {
+  sum.block_size = std::max(sum.block_size, s.block_size);
+  sum.drafted += s.drafted;
+  sum.accepted += s.accepted;
+  sum.steps += s.steps;
+  sum.plain_steps += s.plain_steps;
+  sum.accept_lens.insert(sum.accept_lens.end(), s.accept_lens.begin(), s.accept_lens.end());
+  if (sum.histogram.size() < s.histogram.size()) sum.histogram.resize(s.histogram.size(), 0);
+  for (size_t i = 0; i < s.histogram.size(); ++i) sum.histogram[i] += s.histogram[i];
+  sum.draft_s += s.draft_s;
+  sum.verify_s += s.verify_s;
+  sum.nonfinite_steps += s.nonfinite_steps;
+  if (s.speculation.rfind("fallback:", 0) == 0) sum.speculation = s.speculation;
+}
+
+}  // namespace
+
+Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
+    : opt_(opt), tok_(std::move(loaded.tokenizer)), model_(std::move(loaded.model)), draft_(std::move(loaded.draft)),
+      stop_ids_(std::move(loaded.stop_ids)) {
+  if (!tok_) throw file_error(opt.model_dir, "missing tokenizer.json (the server needs the model's tokenizer)");
+  const ModelConfig& cfg = model_->config();
+  ctx_size_ = opt.ctx_size > 0 ? opt.ctx_size : std::min(cfg.max_position > 0 ? cfg.max_position : 4096, 8192);
+  pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : default_thread_count());
+  if (draft_) {
+    SpecParams sp;
+    sp.block_size = opt.block_size > 0 ? opt.block_size : draft_->config().block_size;
+    sp.adaptive = opt.adaptive;
+    block_size_ = sp.block_size;
+    auto sg = std::make_unique<SpeculativeGenerator>(*model_, *draft_, pool_.get(), ctx_size_, sp);
+    spec_ = sg.get();
+    gen_ = std::move(sg);
+  } else {
+    gen_ = std::make_unique<Generator>(*model_, pool_.get(), ctx_size_);
+  }
+  think_ = ThinkTokens::from(*tok_);
+  if (think_.known()) think_close_ = think_close_tokens(*tok_);
+
+  std::string source = tok_->chat_template();
+  if (source.empty()) {
+    std::fprintf(stderr, "dflash serve: %s has no chat template; using ChatML\n", opt.model_dir.c_str());
+    source = kChatMLTemplate;
+  }
+  template_ = std::make_unique<ChatTemplate>(source);
+}
+
+Engine::~Engine() = default;
+
+const ModelConfig& Engine::config() const { return model_->config(); }
+int Engine::threads() const { return pool_->size(); }
+
+std::optional<std::string> Engine::bos_text() const {
+  if (!tok_->special().bos) return std::nullopt;
+  return tok_->token_bytes(*tok_->special().bos);
+}
+
+std::optional<std::string> Engine::eos_text() const {
+  if (tok_->special().eos.empty()) return std::nullopt;
+  return tok_->token_bytes(tok_->special().eos.front());
+}
+
+void Engine::shut_down() {
+  shut_down_.store(true);
+  gen_->cancel();
+}
+
+GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
+  GenResult r;
+  r.prompt_tokens = int(req.prompt.size());
+  if (spec_) {
+    r.spec.block_size = block_size_;
+    r.spec.speculation = "on";
+  }
+  StopMatcher stop(req.stop);
+  ReasoningSplitter split(*tok_, think_, req.chat, prompt_opens_think(req.prompt, think_));
+  ThinkCap cap(req.think_cap, req.max_tokens, req.chat && think_.known());
+
+  const double t0 = now_seconds();
+  double t_first = 0, prefill_s = 0;
+  int prefilled = 0;
+  std::vector<int32_t> seg_prompt = req.prompt;
+  bool stopped = false, done = false;
+  auto deliver = [&](const Delta& raw, bool final) -> bool {
+    Delta d;
+    d.reasoning = raw.reasoning;
+    d.content = stop.push(raw.content);
+    if (final) d.content += stop.flush();
+    if (stop.stopped()) stopped = true;
+    r.reasoning += d.reasoning;
+    r.content += d.content;
+    if (d.empty() || !sink) return true;
+    return sink(d);
+  };
+
+  if (shut_down_.load()) {
+    r.disconnected = true;
+    return r;
+  }
+  for (int seg = 0; !done; ++seg) {
+    const int used = int(r.ids.size());
+    GenerateParams gp;
+    gp.sampling = req.sampling;
+    gp.max_tokens = cap.budget(used);
+    gp.stop_ids = stop_ids_;
+    gp.ignore_eos = req.ignore_eos;
+    gp.chunk_size = opt_.chunk_size;
+    gen_->start(seg_prompt, gp);
+    if (seg == 0) r.cached_tokens = gen_->cached_tokens();
+    for (bool more = gp.max_tokens > 0; more && !stopped;) {
+      std::vector<int32_t> fresh;
+      more = gen_->step(fresh);
+      if (!fresh.empty() && t_first == 0) t_first = now_seconds();
+      Delta raw;
+      for (int32_t id : fresh) {
+        r.ids.push_back(id);
+        raw.append(split.push(id));
+      }
+      if (!deliver(raw, false) || shut_down_.load()) {
+        r.disconnected = true;
+        break;
+      }
+    }
+    const Timings& tm = gen_->timings();
+    prefill_s += tm.prefill_s;
+    prefilled += tm.prompt_tokens - gen_->cached_tokens();
+    if (spec_) add_stats(r.spec, spec_->stats());
+    if (r.disconnected || stopped) break;
+
+    const FinishReason fr = gen_->finish_reason();
+    r.finish_reason = fr == FinishReason::Length ? "length" : "stop";
+    done = true;
+    const int now_used = int(r.ids.size());
+    if (fr == FinishReason::Length && now_used - used == gp.max_tokens && cap.ended_at_cap(now_used)) {
+      cap.disarm();
+      std::vector<int32_t> forced;
+      if (split.in_think()) {
+        forced = think_close_;
+        if (now_used + int(forced.size()) > req.max_tokens) break;
+        r.think_capped = true;
+        Delta raw;
+        for (int32_t id : forced) {
+          r.ids.push_back(id);
+          raw.append(split.push(id));
+        }
+        if (!deliver(raw, false)) {
+          r.disconnected = true;
+          break;
+        }
+      }
+      seg_prompt = gen_->tokens();
+      seg_prompt.insert(seg_prompt.end(), forced.begin(), forced.end());
+      if (int(seg_prompt.size()) + 1 > ctx_size_ || int(r.ids.size()) >= req.max_tokens) break;
+      done = false;
+    }
+  }
+  if (!r.disconnected) {
+    if (stopped) r.finish_reason = "stop";
+    Delta tail = split.flush();
+    if (!deliver(tail, true)) r.disconnected = true;
+  }
+
+  const double t_end = now_seconds();
+  r.total_s = t_end - t0;
+  r.ttft_s = t_first > 0 ? t_first - t0 : 0;
+  const int n = r.completion_tokens();
+  r.decode_tok_s = n > 1 && t_end > t_first ? (n - 1) / (t_end - t_first) : 0;
+  r.prefill_tok_s = prefill_s > 0 ? prefilled / prefill_s : 0;
+
+  Timings tm;
+  tm.prompt_tokens = r.prompt_tokens;
+  tm.generated_tokens = n;
+  nlohmann::json base;
+  if (spec_) {
+    base = spec_stats_json(r.spec, tm);
+    base.erase("accept_lens");  // one entry per step: too long for every response
+  } else {
+    base = {{"drafted", 0}, {"accepted", 0}, {"accept_rate", 0.0}, {"accept_len", 0.0},
+            {"block_size", 0}, {"speculation", "off"}};
+  }
+  base["tok_per_s"] = r.decode_tok_s;
+  base["prefill_tok_per_s"] = r.prefill_tok_s;
+  base["ttft_ms"] = r.ttft_s * 1e3;
+  base["think_capped"] = r.think_capped;
+  r.dflash = base;
+  return r;
+}
+
+}  // namespace dflash::server

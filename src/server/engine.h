@@ -1,0 +1,111 @@
+#pragma once
+// The loaded model pair and the one generator every request shares (so a follow-up turn
+// reuses the KV prefix of the previous one). Single-flight: callers hold the queue's turn.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "decoding/generator.h"
+#include "decoding/spec_stats.h"
+#include "server/reasoning.h"
+#include "tokenizer/tokenizer.h"
+
+#include "models/dflash_draft.h"
+#include "models/transformer.h"
+
+namespace dflash {
+class SpeculativeGenerator;
+}  // namespace dflash
+
+namespace dflash::server {
+
+struct EngineOptions {
+  std::string model_dir, draft_dir;  // for reports; draft_dir empty: plain decoding
+  std::string weights = "bf16";
+  int ctx_size = 0;                  // 0: the model's max_position, at most 8192
+  int threads = 0;                   // 0: all cores
+  int block_size = 0;                // 0: the draft's own
+  bool adaptive = true;
+  int chunk_size = 512;
+};
+
+// What the command line loaded (it owns the model-finding rules); the engine takes it over.
+struct LoadedModels {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<DFlashDraft> draft;  // null: plain decoding
+  std::vector<int32_t> stop_ids;
+};
+
+struct GenRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int max_tokens = 256;              // already clamped to the context
+  std::vector<std::string> stop;
+  bool chat = false;                 // split reasoning from the answer, apply the think cap
+  int think_cap = 0;                 // 0: none
+  bool ignore_eos = false;
+};
+
+struct GenResult {
+  std::string content, reasoning;
+  std::vector<int32_t> ids;          // every generated id, forced ones included
+  std::string finish_reason = "stop";
+  bool disconnected = false, think_capped = false;
+  int prompt_tokens = 0, cached_tokens = 0;
+  double ttft_s = 0, decode_tok_s = 0, prefill_tok_s = 0, total_s = 0;
+  SpecStats spec;                    // summed over segments
+  nlohmann::ordered_json dflash;     // the response's "dflash" object
+  int completion_tokens() const { return int(ids.size()); }
+};
+
+// Receives each step's new text; returns false when the client has gone.
+using DeltaSink = std::function<bool(const Delta&)>;
+
+class Engine {
+ public:
+  Engine(LoadedModels loaded, const EngineOptions& opt);  // throws dflash::Error
+  ~Engine();
+
+  const Tokenizer& tokenizer() const { return *tok_; }
+  const ChatTemplate& chat_template() const { return *template_; }
+  const ModelConfig& config() const;
+  int ctx_size() const { return ctx_size_; }
+  bool has_draft() const { return draft_ != nullptr; }
+  int block_size() const { return block_size_; }
+  const std::string& model_dir() const { return opt_.model_dir; }
+  const std::string& draft_dir() const { return opt_.draft_dir; }
+  const std::string& weights() const { return opt_.weights; }
+  int threads() const;
+  const ThinkTokens& think_tokens() const { return think_; }
+  // Text forms of the tokenizer's bos/eos for the template context (none: nullopt).
+  std::optional<std::string> bos_text() const;
+  std::optional<std::string> eos_text() const;
+
+  GenResult generate(const GenRequest& req, const DeltaSink& sink);
+  // Thread-safe, for shutdown: the running generation ends within a step, later ones at once.
+  void shut_down();
+
+ private:
+  EngineOptions opt_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<DFlashDraft> draft_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Generator> gen_;
+  SpeculativeGenerator* spec_ = nullptr;
+  std::vector<int32_t> stop_ids_;
+  ThinkTokens think_;
+  std::vector<int32_t> think_close_;
+  int ctx_size_ = 0, block_size_ = 0;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace dflash::server

@@ -1,0 +1,127 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace dflash::server {
+
+MemoryUse memory_use() {
+  MemoryUse m;
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return m;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long long kb = 0;
+    if (std::sscanf(line, "VmRSS: %llu kB", &kb) == 1) m.rss_bytes = kb * 1024;
+    if (std::sscanf(line, "VmHWM: %llu kB", &kb) == 1) m.peak_rss_bytes = kb * 1024;
+  }
+  std::fclose(f);
+  return m;
+}
+
+void Metrics::record(const RequestRecord& r) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++requests_;
+  prompt_tokens_ += uint64_t(r.prompt_tokens);
+  cached_tokens_ += uint64_t(r.cached_tokens);
+  generated_ += uint64_t(r.completion_tokens);
+  drafted_ += uint64_t(r.drafted);
+  accepted_ += uint64_t(r.accepted);
+  decode_s_ += r.decode_s;
+  if (r.prefill_tok_s > 0) {
+    const double n = r.prompt_tokens - r.cached_tokens;
+    prefilled_ += n;
+    prefill_s_ += n / r.prefill_tok_s;
+  }
+  if (r.think_capped) ++think_capped_;
+  if (r.disconnected) ++disconnects_;
+  const std::string state = r.speculation.rfind("fallback", 0) == 0 ? "fallback" : r.speculation;
+  ++speculation_[state];
+  last_ = r;
+}
+
+void Metrics::record_status(int status) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++errors_[status];
+}
+
+void Metrics::record_rejected() {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++rejected_;
+}
+
+namespace {
+void metric(std::ostringstream& o, const char* name, const char* type, const char* help, double v) {
+  o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << v << '\n';
+}
+}  // namespace
+
+std::string Metrics::prometheus(int queue_depth, bool running, bool ready) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  const MemoryUse mem = memory_use();
+  std::ostringstream o;
+  o.precision(10);
+  metric(o, "dflash_ready", "gauge", "1 once the model is loaded.", ready ? 1 : 0);
+  metric(o, "dflash_requests_total", "counter", "Generation requests finished (answered or abandoned).", double(requests_));
+  metric(o, "dflash_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", double(prompt_tokens_));
+  metric(o, "dflash_cached_prompt_tokens_total", "counter", "Prompt tokens served from the KV prefix cache.",
+         double(cached_tokens_));
+  metric(o, "dflash_generated_tokens_total", "counter", "Tokens generated.", double(generated_));
+  metric(o, "dflash_decode_tokens_per_second", "gauge", "Decode speed of the last request.", last_.decode_tok_s);
+  metric(o, "dflash_decode_tokens_per_second_mean", "gauge", "Generated tokens over decode time, all requests.",
+         decode_s_ > 0 ? double(generated_) / decode_s_ : 0.0);
+  metric(o, "dflash_prefill_tokens_per_second", "gauge", "Prompt processing speed of the last request.",
+         last_.prefill_tok_s);
+  metric(o, "dflash_prefill_tokens_per_second_mean", "gauge", "Prefilled tokens over prefill time, all requests.",
+         prefill_s_ > 0 ? prefilled_ / prefill_s_ : 0.0);
+  metric(o, "dflash_drafted_tokens_total", "counter", "Draft tokens proposed.", double(drafted_));
+  metric(o, "dflash_accepted_tokens_total", "counter", "Draft tokens the target accepted.", double(accepted_));
+  metric(o, "dflash_acceptance_rate", "gauge", "Accepted over drafted tokens, all requests.",
+         drafted_ ? double(accepted_) / double(drafted_) : 0.0);
+  metric(o, "dflash_queue_depth", "gauge", "Requests waiting for the generator.", queue_depth);
+  metric(o, "dflash_requests_running", "gauge", "Requests generating now (0 or 1).", running ? 1 : 0);
+  metric(o, "dflash_queue_rejections_total", "counter", "Requests refused with 503 because the queue was full.",
+         double(rejected_));
+  metric(o, "dflash_think_capped_total", "counter", "Requests whose thinking hit the cap.", double(think_capped_));
+  metric(o, "dflash_disconnects_total", "counter", "Streams whose client left before the end.", double(disconnects_));
+  o << "# HELP dflash_speculation_requests_total Requests by speculation state.\n"
+       "# TYPE dflash_speculation_requests_total counter\n";
+  for (const char* s : {"on", "off", "fallback"}) {
+    auto it = speculation_.find(s);
+    o << "dflash_speculation_requests_total{state=\"" << s << "\"} " << (it == speculation_.end() ? 0 : it->second)
+      << '\n';
+  }
+  o << "# HELP dflash_http_errors_total Answers with an error status.\n# TYPE dflash_http_errors_total counter\n";
+  for (const auto& [status, n] : errors_) o << "dflash_http_errors_total{status=\"" << status << "\"} " << n << '\n';
+  metric(o, "dflash_resident_memory_bytes", "gauge", "Resident set size.", double(mem.rss_bytes));
+  metric(o, "dflash_peak_resident_memory_bytes", "gauge", "Peak resident set size.", double(mem.peak_rss_bytes));
+  return o.str();
+}
+
+nlohmann::ordered_json Metrics::stats(int queue_depth, bool running, bool ready) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  const MemoryUse mem = memory_use();
+  nlohmann::ordered_json spec = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : speculation_) spec[k] = v;
+  return {{"ready", ready},
+          {"requests", requests_},
+          {"prompt_tokens", prompt_tokens_},
+          {"cached_prompt_tokens", cached_tokens_},
+          {"generated_tokens", generated_},
+          {"drafted", drafted_},
+          {"accepted", accepted_},
+          {"accept_rate", drafted_ ? double(accepted_) / double(drafted_) : 0.0},
+          {"decode_tok_per_s_mean", decode_s_ > 0 ? double(generated_) / decode_s_ : 0.0},
+          {"prefill_tok_per_s_mean", prefill_s_ > 0 ? prefilled_ / prefill_s_ : 0.0},
+          {"queue_depth", queue_depth},
+          {"running", running},
+          {"rejected", rejected_},
+          {"think_capped", think_capped_},
+          {"disconnects", disconnects_},
+          {"speculation", spec},
+          {"rss_bytes", mem.rss_bytes},
+          {"peak_rss_bytes", mem.peak_rss_bytes}};
+}
+
+}  // namespace dflash::server

@@ -1,0 +1,45 @@
+#pragma once
+// Counters behind /metrics (Prometheus text) and /v1/stats (JSON for the web page).
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace dflash::server {
+
+struct RequestRecord {
+  int prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  double decode_tok_s = 0, prefill_tok_s = 0, ttft_s = 0, total_s = 0, decode_s = 0;
+  long drafted = 0, accepted = 0;
+  std::string speculation = "off";  // on | off | fallback:<reason>
+  bool think_capped = false, disconnected = false;
+};
+
+struct MemoryUse {
+  uint64_t rss_bytes = 0, peak_rss_bytes = 0;
+};
+MemoryUse memory_use();  // from /proc/self/status
+
+class Metrics {
+ public:
+  void record(const RequestRecord& r);
+  void record_status(int status);  // every HTTP answer with status >= 400
+  void record_rejected();          // refused because the queue was full
+
+  // queue_depth / running come from the queue at scrape time.
+  std::string prometheus(int queue_depth, bool running, bool ready) const;
+  nlohmann::ordered_json stats(int queue_depth, bool running, bool ready) const;
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t requests_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0, generated_ = 0;
+  uint64_t drafted_ = 0, accepted_ = 0, think_capped_ = 0, disconnects_ = 0, rejected_ = 0;
+  double decode_s_ = 0, prefill_s_ = 0, prefilled_ = 0;
+  RequestRecord last_;
+  std::map<std::string, uint64_t> speculation_;  // on | off | fallback
+  std::map<int, uint64_t> errors_;
+};
+
+}  // namespace dflash::server

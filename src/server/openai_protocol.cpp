@@ -1,0 +1,327 @@
+#include "server/openai_protocol.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "server/api_error.h"
+
+namespace dflash::server {
+
+namespace {
+
+const char* kind(const ojson& v) {
+  switch (v.type()) {
+    case ojson::value_t::null: return "null";
+    case ojson::value_t::boolean: return "a boolean";
+    case ojson::value_t::string: return "a string";
+    case ojson::value_t::array: return "an array";
+    case ojson::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+bool present(const ojson& b, const char* key) { return b.contains(key) && !b[key].is_null(); }
+
+std::optional<bool> get_bool(const ojson& b, const char* key) {
+  if (!present(b, key)) return std::nullopt;
+  if (!b[key].is_boolean()) throw bad_param(key, std::string("'") + key + "' must be a boolean, not " + kind(b[key]));
+  return b[key].get<bool>();
+}
+
+std::optional<double> get_number(const ojson& b, const char* key, double lo, double hi) {
+  if (!present(b, key)) return std::nullopt;
+  const ojson& v = b[key];
+  if (!v.is_number()) throw bad_param(key, std::string("'") + key + "' must be a number, not " + kind(v));
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi))
+    throw bad_param(key, std::string("'") + key + "' must be between " + ojson(lo).dump() + " and " + ojson(hi).dump());
+  return x;
+}
+
+// Integers may arrive as 100 or 100.0 (or 1e2); anything else with a fraction is an error.
+std::optional<long long> get_int(const ojson& b, const char* key, long long lo, long long hi) {
+  if (!present(b, key)) return std::nullopt;
+  const ojson& v = b[key];
+  const std::string range = std::string("'") + key + "' must be an integer between " + std::to_string(lo) + " and " +
+                            std::to_string(hi);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(hi) || (lo > 0 && u < uint64_t(lo))) throw bad_param(key, range);
+    return (long long)u;
+  }
+  if (v.is_number_integer()) {
+    const long long x = v.get<long long>();
+    if (x < lo || x > hi) throw bad_param(key, range);
+    return x;
+  }
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    if (!(x >= double(lo) && x <= double(hi)) || std::floor(x) != x) throw bad_param(key, range);
+    return (long long)x;
+  }
+  throw bad_param(key, std::string("'") + key + "' must be an integer, not " + kind(v));
+}
+
+std::string content_text(const ojson& c, const std::string& param) {
+  if (c.is_null()) return "";
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw bad_param(param, "'" + param + "' must be a string or an array of content parts, not " + kind(c));
+  std::string out;
+  bool first = true;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const ojson& part = c[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) throw bad_param(p, "content part '" + p + "' must be an object");
+    if (!part.contains("type") || !part["type"].is_string())
+      throw bad_param(p + ".type", "content part '" + p + "' needs a string 'type'");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text" && type != "input_text")
+      throw bad_param(p + ".type", "content part type '" + type + "' is not supported: this server takes text only");
+    if (!part.contains("text") || !part["text"].is_string())
+      throw bad_param(p + ".text", "text content part '" + p + "' needs a string 'text'");
+    if (!first) out += "\n";  // parts are separate paragraphs of one message
+    out += part["text"].get<std::string>();
+    first = false;
+  }
+  return out;
+}
+
+ojson normalize_messages(const ojson& b) {
+  if (!b.contains("messages")) throw ApiError(400, "'messages' is required", "invalid_request_error", "messages", "missing_required_parameter");
+  const ojson& ms = b["messages"];
+  if (!ms.is_array()) throw bad_param("messages", std::string("'messages' must be an array, not ") + kind(ms));
+  if (ms.empty()) throw bad_param("messages", "'messages' must contain at least one message");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const ojson& m = ms[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw bad_param(p, "'" + p + "' must be an object, not " + kind(m));
+    if (!m.contains("role") || !m["role"].is_string())
+      throw bad_param(p + ".role", "'" + p + ".role' must be a string");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system turn
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw bad_param(p + ".role", "unknown role '" + role + "' (system, developer, user, assistant or tool)");
+    if (!m.contains("content") && !(role == "assistant" && m.contains("tool_calls")))
+      throw bad_param(p + ".content", "'" + p + ".content' is required");
+    ojson n = ojson::object();
+    n["role"] = role;
+    n["content"] = content_text(m.contains("content") ? m["content"] : ojson(), p + ".content");
+    for (const char* key : {"name", "tool_call_id", "reasoning_content"})
+      if (present(m, key)) {
+        if (!m[key].is_string()) throw bad_param(p + "." + key, "'" + p + "." + key + "' must be a string");
+        n[key] = m[key];
+      }
+    if (present(m, "tool_calls")) {
+      if (!m["tool_calls"].is_array()) throw bad_param(p + ".tool_calls", "'" + p + ".tool_calls' must be an array");
+      n["tool_calls"] = m["tool_calls"];
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::vector<std::string> parse_stop(const ojson& b) {
+  std::vector<std::string> out;
+  if (!present(b, "stop")) return out;
+  const ojson& s = b["stop"];
+  if (s.is_string()) {
+    out.push_back(s.get<std::string>());
+  } else if (s.is_array()) {
+    if (s.size() > 16) throw bad_param("stop", "'stop' may hold at most 16 strings");
+    for (const ojson& x : s) {
+      if (!x.is_string()) throw bad_param("stop", "'stop' must be a string or an array of strings");
+      out.push_back(x.get<std::string>());
+    }
+  } else {
+    throw bad_param("stop", std::string("'stop' must be a string or an array of strings, not ") + kind(s));
+  }
+  return out;
+}
+
+// Fields both endpoints share.
+void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r) {
+  if (present(b, "model")) {
+    if (!b["model"].is_string()) throw bad_param("model", std::string("'model' must be a string, not ") + kind(b["model"]));
+    r.model = b["model"].get<std::string>();
+  }
+  r.stream = get_bool(b, "stream").value_or(false);
+  if (present(b, "stream_options")) {
+    if (!b["stream_options"].is_object()) throw bad_param("stream_options", "'stream_options' must be an object");
+    r.include_usage = get_bool(b["stream_options"], "include_usage").value_or(false);
+  }
+  constexpr long long kMaxTokens = 1 << 30;
+  auto mt = get_int(b, "max_completion_tokens", 1, kMaxTokens);
+  if (!mt) mt = get_int(b, "max_tokens", 1, kMaxTokens);
+  if (mt) r.max_tokens = int(*mt);
+  if (auto n = get_int(b, "n", 1, 1 << 20); n && *n != 1)
+    throw ApiError(400, "only n=1 is supported", "invalid_request_error", "n", "unsupported_value");
+  if (present(b, "best_of") && get_int(b, "best_of", 1, 1 << 20).value_or(1) != 1)
+    throw ApiError(400, "only best_of=1 is supported", "invalid_request_error", "best_of", "unsupported_value");
+  if (present(b, "response_format")) {
+    const ojson& f = b["response_format"];
+    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
+      throw ApiError(400, "response_format (JSON mode, JSON schema) is not supported yet; only {\"type\": \"text\"}",
+                     "invalid_request_error", "response_format", "unsupported_parameter");
+  }
+  SamplingParams& s = r.sampling;
+  s = defaults;
+  if (auto v = get_number(b, "temperature", 0, 100)) s.temperature = float(*v);
+  if (auto v = get_number(b, "top_p", 0, 1)) s.top_p = float(*v);
+  if (auto v = get_int(b, "top_k", -1, 1 << 24)) s.top_k = *v < 0 ? 0 : int(*v);  // -1: off (vLLM)
+  if (auto v = get_number(b, "min_p", 0, 1)) s.min_p = float(*v);
+  if (auto v = get_number(b, "repetition_penalty", 0.01, 100)) s.repetition_penalty = float(*v);
+  get_number(b, "presence_penalty", -2, 2);   // accepted, not applied
+  get_number(b, "frequency_penalty", -2, 2);  // accepted, not applied
+  if (present(b, "seed")) {
+    const ojson& v = b["seed"];
+    if (v.is_number_unsigned()) s.seed = v.get<uint64_t>();
+    else if (v.is_number_integer()) s.seed = uint64_t(v.get<int64_t>());
+    else throw bad_param("seed", std::string("'seed' must be an integer, not ") + kind(v));
+    r.seed_given = true;
+  } else {
+    // Without a seed, sampled answers differ from request to request, as clients expect.
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    s.seed = rng();
+  }
+  r.stop = parse_stop(b);
+  if (auto v = get_int(b, "think_cap", 0, kMaxTokens)) r.think_cap = int(*v);
+  r.ignore_eos = get_bool(b, "ignore_eos").value_or(false);
+  r.return_tokens = get_bool(b, "return_tokens").value_or(false);
+}
+
+}  // namespace
+
+ojson parse_body(const std::string& body) {
+  ojson j;
+  try {
+    j = ojson::parse(body);
+  } catch (const ojson::parse_error& e) {
+    const std::string what = e.what();
+    if (what.find("UTF-8") != std::string::npos || what.find("utf-8") != std::string::npos)
+      throw ApiError(400, "the request body is not valid UTF-8", "invalid_request_error", "", "invalid_utf8");
+    throw ApiError(400, std::string("malformed JSON in the request body: ") + e.what(), "invalid_request_error", "",
+                   "invalid_json");
+  }
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
+  return j;
+}
+
+ApiRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
+  ApiRequest r;
+  parse_common(b, defaults, r);
+  r.messages = normalize_messages(b);
+  if (present(b, "tools")) {
+    if (!b["tools"].is_array()) throw bad_param("tools", "'tools' must be an array");
+    if (!b["tools"].empty()) r.tools = b["tools"];
+  }
+  if (present(b, "chat_template_kwargs")) {
+    if (!b["chat_template_kwargs"].is_object()) throw bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    r.template_kwargs = b["chat_template_kwargs"];
+  }
+  if (auto t = get_bool(b, "enable_thinking")) r.template_kwargs["enable_thinking"] = *t;
+  r.add_generation_prompt = get_bool(b, "add_generation_prompt").value_or(true);
+  r.continue_final_message = get_bool(b, "continue_final_message").value_or(false);
+  if (r.continue_final_message) {
+    if (present(b, "add_generation_prompt") && r.add_generation_prompt)
+      throw bad_param("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true");
+    if (r.messages.back()["role"] != "assistant")
+      throw bad_param("continue_final_message", "continue_final_message needs an assistant message last");
+    r.add_generation_prompt = false;
+  }
+  if (r.template_kwargs.contains("enable_thinking") && !r.template_kwargs["enable_thinking"].is_boolean())
+    throw bad_param("chat_template_kwargs.enable_thinking", "'enable_thinking' must be a boolean");
+  return r;
+}
+
+ApiRequest parse_completion_request(const ojson& b, const SamplingParams& defaults) {
+  ApiRequest r;
+  parse_common(b, defaults, r);
+  if (!b.contains("prompt"))
+    throw ApiError(400, "'prompt' is required", "invalid_request_error", "prompt", "missing_required_parameter");
+  ojson p = b["prompt"];
+  // A one-element batch is the same as its element; larger batches would need n > 1.
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = ojson(p[0]);
+  if (p.is_string()) {
+    r.prompt_text = p.get<std::string>();
+    if (r.prompt_text.empty()) throw bad_param("prompt", "'prompt' is empty");
+  } else if (p.is_array()) {
+    if (p.empty()) throw bad_param("prompt", "'prompt' is empty");
+    for (const ojson& x : p) {
+      if (!x.is_number_integer() && !x.is_number_unsigned())
+        throw bad_param("prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
+      if (x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(std::numeric_limits<int32_t>::max()))
+        throw bad_param("prompt", "token id " + x.dump() + " is out of range");
+      r.prompt_ids.push_back(x.get<int64_t>());
+    }
+    r.prompt_is_ids = true;
+  } else {
+    throw bad_param("prompt", std::string("'prompt' must be a string or an array of token ids, not ") + kind(p));
+  }
+  return r;
+}
+
+ojson template_context(const ApiRequest& req, const Engine& engine) {
+  ojson ctx = ojson::object();
+  for (const auto& [k, v] : req.template_kwargs.items()) ctx[k] = v;
+  ctx["messages"] = req.messages;
+  ctx["add_generation_prompt"] = req.add_generation_prompt;
+  if (auto bos = engine.bos_text()) ctx["bos_token"] = *bos;
+  if (auto eos = engine.eos_text()) ctx["eos_token"] = *eos;
+  if (!req.tools.is_null()) ctx["tools"] = req.tools;
+  return ctx;
+}
+
+std::string cut_after_final_message(const std::string& rendered, const std::string& final_content) {
+  auto is_ws = [](char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; };
+  size_t b = 0, e = final_content.size();
+  while (b < e && is_ws(final_content[b])) ++b;
+  while (e > b && is_ws(final_content[e - 1])) --e;
+  const std::string stripped = final_content.substr(b, e - b);
+  const size_t at = stripped.empty() ? std::string::npos : rendered.rfind(stripped);
+  if (at == std::string::npos)
+    throw bad_param("continue_final_message", "the chat template does not keep the final message's text, so it cannot be continued");
+  const std::string lstripped = final_content.substr(b);
+  if (rendered.compare(at, lstripped.size(), lstripped) == 0) return rendered.substr(0, at + lstripped.size());
+  return rendered.substr(0, at + stripped.size());
+}
+
+ojson usage_json(const GenResult& r) {
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", r.completion_tokens()},
+          {"total_tokens", r.prompt_tokens + r.completion_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+}
+
+ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens) {
+  ojson msg = {{"role", "assistant"}, {"content", r.content}};
+  if (!r.reasoning.empty()) msg["reasoning_content"] = r.reasoning;
+  ojson choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+  if (return_tokens) choice["tokens"] = r.ids;
+  return {{"id", m.id},       {"object", "chat.completion"}, {"created", m.created},  {"model", m.model},
+          {"choices", {choice}}, {"usage", usage_json(r)},   {"dflash", ojson(r.dflash)}};
+}
+
+ojson chat_chunk(const ResponseMeta& m, const ojson& delta, const std::string& finish_reason) {
+  ojson choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason.empty() ? ojson() : ojson(finish_reason);
+  return {{"id", m.id}, {"object", "chat.completion.chunk"}, {"created", m.created}, {"model", m.model}, {"choices", {choice}}};
+}
+
+ojson completion_response(const ResponseMeta& m, const GenResult& r, bool return_tokens) {
+  ojson choice = {{"index", 0}, {"text", r.content}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+  if (return_tokens) choice["tokens"] = r.ids;
+  return {{"id", m.id},       {"object", "text_completion"}, {"created", m.created}, {"model", m.model},
+          {"choices", {choice}}, {"usage", usage_json(r)},   {"dflash", ojson(r.dflash)}};
+}
+
+ojson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason) {
+  ojson choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason.empty() ? ojson() : ojson(finish_reason);
+  return {{"id", m.id}, {"object", "text_completion"}, {"created", m.created}, {"model", m.model}, {"choices", {choice}}};
+}
+
+std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+}  // namespace dflash::server

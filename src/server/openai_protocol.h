@@ -1,0 +1,65 @@
+#pragma once
+// OpenAI request parsing (every field checked, with a 400 naming it) and response shapes.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "decoding/sampler.h"
+#include "server/engine.h"
+
+namespace dflash::server {
+
+using ojson = nlohmann::ordered_json;
+
+struct ApiRequest {
+  std::string model;                  // as the client named it; empty when absent
+  bool stream = false, include_usage = false;
+  std::optional<int> max_tokens;
+  SamplingParams sampling;
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  std::optional<int> think_cap;
+  bool ignore_eos = false;            // non-standard (vLLM, llama.cpp): benchmarks
+  bool return_tokens = false;         // non-standard: choices[0].tokens = generated ids
+  // /v1/chat/completions
+  ojson messages = ojson::array();    // normalized: string content
+  ojson tools;                        // null when absent
+  ojson template_kwargs = ojson::object();
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;  // vLLM/HF: the answer continues the last assistant turn
+  // /v1/completions
+  std::string prompt_text;
+  std::vector<int64_t> prompt_ids;
+  bool prompt_is_ids = false;
+};
+
+// A JSON object or ApiError 400 (malformed JSON, invalid UTF-8, not an object).
+ojson parse_body(const std::string& body);
+ApiRequest parse_chat_request(const ojson& body, const SamplingParams& defaults);
+ApiRequest parse_completion_request(const ojson& body, const SamplingParams& defaults);
+
+// The chat template's context: messages, add_generation_prompt, bos/eos, tools, kwargs.
+ojson template_context(const ApiRequest& req, const Engine& engine);
+// The rendered conversation cut right after the final message's text (continue_final_message),
+// as transformers does it; ApiError 400 when the template dropped that text.
+std::string cut_after_final_message(const std::string& rendered, const std::string& final_content);
+
+ojson usage_json(const GenResult& r);
+
+struct ResponseMeta {
+  std::string id, model;
+  long long created = 0;
+};
+
+ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens);
+// One chat.completion.chunk; finish_reason empty: null.
+ojson chat_chunk(const ResponseMeta& m, const ojson& delta, const std::string& finish_reason);
+ojson completion_response(const ResponseMeta& m, const GenResult& r, bool return_tokens);
+ojson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason);
+
+// Compact JSON; invalid UTF-8 (never expected in output) is replaced rather than thrown on.
+std::string dump(const ojson& j);
+
+}  // namespace dflash::server
