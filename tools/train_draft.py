@@ -123,9 +123,9 @@ class RowSampler:
 class RepeatSampler:
     """Rows that fall into a loop: corpus text, then a snippet of 1..max_len tokens repeated
     to the end of the row (the snippet is the prefix's own tail half the time, like a loop
-    starting in running text). Small targets' greedy text loops a lot, and there the
-    target's own predictions copy the loop; random snippets teach the draft to copy from
-    its context in general instead of memorising particular continuations."""
+    starting in running text). Small targets' greedy text loops a lot; labelled with the
+    loop (copy_labels), random snippets teach the draft to copy from its context in general
+    instead of memorising particular continuations."""
 
     def __init__(self, raw, T=256, max_len=24, prefix=(8, 128)):
         self.raw, self.T, self.max_len, self.prefix = raw, T, max_len, prefix
@@ -147,6 +147,16 @@ class RepeatSampler:
         if not rows:
             return torch.zeros(0, self.T, dtype=torch.long)
         return torch.from_numpy(np.stack(rows).astype(np.int64))
+
+
+def copy_labels(rows, preds, logp=None):
+    """Loop rows are labelled with the loop itself (in place): the small target copies a
+    random snippet only ~40% of the time, but once its own greedy text loops, its next
+    token is the loop's, which is what the draft should learn to propose there."""
+    preds[:, :-1] = rows[:, 1:]
+    if logp is not None:
+        onehot = torch.zeros_like(logp[:, :-1]).scatter_(-1, rows[:, 1:, None], 30.0)
+        logp[:, :-1] = torch.log_softmax(onehot, -1)
 
 
 # --------------------------------------------------------------------------------------
@@ -317,10 +327,10 @@ def prompt_pool(streams, split, rng, n, raw_len=(32, 128)):
     return out
 
 
-def distill_stream(target, streams, n_seqs, n_new, eos_ids, seed, batch=64):
+def distill_stream(target, streams, n_seqs, n_new, eos_ids, seed, batch=64, split="train"):
     """Concatenated [prompt + greedy continuation] sequences with their start offsets."""
     rng = np.random.default_rng([seed, 7])
-    prompts = prompt_pool(streams, "train", rng, n_seqs)
+    prompts = prompt_pool(streams, split, rng, n_seqs)
     prompts.sort(key=len)  # similar lengths per batch: less padding
     ids, starts = [], []
     for i in range(0, len(prompts), batch):
@@ -532,9 +542,14 @@ def main():
               f"({time.time() - t0:.0f}s)", flush=True)
 
     erng = np.random.default_rng([a.seed, 99])
-    held_rows = [RowSampler(streams["heldout"], streams.get("chat_heldout"),
-                            streams.get("chat_heldout_starts"), a.chat_frac, T).get(erng, a.batch)
-                 for _ in range(2)]
+    if distilled:  # monitor on what acceptance is measured on: greedy text of held-out prompts
+        h_ids, h_starts = distill_stream(target, streams, 2 * a.batch, a.distill_new, eos_ids,
+                                         a.seed + 1, split="heldout")
+        held = RowSampler(h_ids, h_ids, h_starts, 1.0, T)
+    else:
+        held = RowSampler(streams["heldout"], streams.get("chat_heldout"),
+                          streams.get("chat_heldout_starts"), a.chat_frac, T)
+    held_rows = [held.get(erng, a.batch) for _ in range(2)]
 
     decay = a.decay or (B - 1)
     weights = torch.exp(-torch.arange(B - 1, dtype=torch.float32) / decay)
@@ -568,11 +583,13 @@ def main():
         if step % a.reuse == 0:  # the target pass costs as much as a draft step: reuse it
             n_d = int(round(a.batch * a.distill)) if distilled else 0
             n_r = int(round(a.batch * a.repeat))
-            rows = [train.get(rng, a.batch - n_d - n_r), repeats.get(rng, n_r)]
+            rows = [repeats.get(rng, n_r), train.get(rng, a.batch - n_d - n_r)]
             if n_d:
                 rows.append(distilled.get(rng, n_d))
             rows = torch.cat(rows)
             taps, preds, logp = target_rows(target, rows, cfg.target_layer_ids, a.kd > 0)
+            if n_r:
+                copy_labels(rows[:n_r], preds[:n_r], None if logp is None else logp[:n_r])
         starts = sample_starts(rng, rows.shape[0], T, B, a.blocks)
         pr = progress()
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(pr, 1))))
