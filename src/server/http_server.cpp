@@ -43,7 +43,14 @@ std::string default_message(int status, const httplib::Request& req, size_t max_
   switch (status) {
     case 404: return "no route for " + req.method + " " + req.path;
     case 405: return "method " + req.method + " not allowed on " + req.path;
-    case 413: return "the request body is larger than the limit of " + std::to_string(max_body) + " bytes (--max-body)";
+    case 413:
+      // Debian's httplib is a compiled library that caps form-encoded bodies at 8 KB before any
+      // handler runs; `curl -d` without -H sends JSON under that type, so say how to fix it.
+      if (req.get_header_value("Content-Type") == "application/x-www-form-urlencoded" &&
+          req.get_header_value<uint64_t>("Content-Length") <= max_body)
+        return "a body sent as application/x-www-form-urlencoded is limited to 8192 bytes; send the JSON "
+               "with 'Content-Type: application/json'";
+      return "the request body is larger than the limit of " + std::to_string(max_body) + " bytes (--max-body)";
     case 414: return "the request URI is too long";
     case 400: return "malformed HTTP request";
     default: return "HTTP error " + std::to_string(status);

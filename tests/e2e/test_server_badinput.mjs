@@ -58,6 +58,9 @@ const cases = [
   ['lone surrogate escape', CHAT, '{"messages":[{"role":"user","content":"\\ud800"}]}', 400],
   ['overlong prompt', CHAT, user('word '.repeat(2000)), 400, { message: /\d+ tokens.*256/ }],
   ['10 MB body', CHAT, JSON.stringify(user('x'.repeat(10 * 1000 * 1000))), 413],
+  // `curl -d` without -H: the HTTP library caps form-encoded bodies at 8 KB; the error says why.
+  ['20 KB of JSON sent form-encoded', CHAT, user('x'.repeat(20000)), 413,
+    { headers: { ...auth, 'Content-Type': 'application/x-www-form-urlencoded' }, message: /application\/json/ }],
   ['missing API key', CHAT, user('hi'), 401, { headers: {} }],
   ['wrong API key', CHAT, user('hi'), 401, { headers: { Authorization: 'Bearer nope' } }],
   ['API key without Bearer', CHAT, user('hi'), 401, { headers: { Authorization: KEY } }],
