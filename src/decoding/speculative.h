@@ -42,6 +42,12 @@ class SpeculativeGenerator : public Generator {
   SpecController controller_;
   SpecStats stats_;
   std::vector<float> taps_;  // [rows][feature_dim] of the last target pass
+  // Taps of plain steps not yet fed to the draft: while the controller keeps speculation off,
+  // feeding them one row per step cost ~15% of a small target's decode; fed as one batch when
+  // the next speculative step needs them, or when a request never probes again, not at all.
+  std::vector<float> pending_taps_;
+  int pending_n_ = 0;
+  void flush_pending_context();
   bool draft_on_ = true;
 };
 
