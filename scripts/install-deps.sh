@@ -28,5 +28,13 @@ fi
 
 # The tokenizer and API oracles the tests use (versions pinned by package-lock.json).
 if [ ! -d node_modules/@huggingface/tokenizers ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+  npm ci --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error
+fi
+# llama.cpp as a peer for `dflash bench --vs-llamacpp` and the GGUF interop test. Kept out of
+# package.json: its lock entries for other platforms' optional builds break `npm ci` on npm 11,
+# and it is not an oracle the rest of the suite needs. Only the CPU build, no install scripts.
+LLAMA_PEER_VERSION=3.22.1
+if [ ! -d node_modules/@node-llama-cpp/linux-x64 ] || [ ! -d node_modules/node-llama-cpp ]; then
+  npm install --no-save --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error \
+    "node-llama-cpp@$LLAMA_PEER_VERSION" "@node-llama-cpp/linux-x64@$LLAMA_PEER_VERSION"
 fi

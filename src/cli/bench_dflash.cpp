@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "decoding/speculative.h"
 #include "formats/json_file.h"
+#include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
 #include "util/error.h"
 #include "util/timer.h"
@@ -108,6 +109,9 @@ void run_dflash_bench(const DflashBenchOptions& o) {
   lo.populate = true;
   auto target = Transformer::load(dir, lo);
   auto draft = DFlashDraft::load(o.draft, lo, *target);
+  // A second draft (typically DFlash2) benchmarked on the same prompts in the same run.
+  std::unique_ptr<DFlashDraft> draft2 = o.draft2.empty() ? nullptr : DFlashDraft::load(o.draft2, lo, *target);
+  const auto* d2 = dynamic_cast<const DFlash2Draft*>(draft2.get());
   auto tok = load_tokenizer_if_present(dir);
   if (!tok) throw file_error(dir, "missing tokenizer.json (the bench tokenizes its prompts)");
   ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
@@ -154,6 +158,26 @@ void run_dflash_bench(const DflashBenchOptions& o) {
       std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
       row["dflash"][std::to_string(B)] = {{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
                                           {"tau", d.tau()}, {"steps", d.steps}};
+    }
+    if (draft2) {
+      std::printf("\n%-10s %8s %10s", (std::string(draft2->kind()) + ":").c_str(), "", "");
+      if (d2) d2->reset_timing();
+      for (int B : o.block_sizes) {
+        const Result d = run_regime(*target, draft2.get(), B, !o.no_adaptive, r, stops, pool);
+        const double sp = plain.tok_s > 0 ? d.tok_s / plain.tok_s : 0;
+        std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
+        row["draft2"][std::to_string(B)] = {{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
+                                            {"tau", d.tau()}, {"steps", d.steps}};
+      }
+      if (d2 && d2->timing().blocks > 0) {
+        const auto& t = d2->timing();
+        const double n = double(t.blocks);
+        row["draft2_cost"] = {{"blocks", t.blocks}, {"block_ms", 1e3 * t.total_s / n}, {"conv_ms", 1e3 * t.conv_s / n},
+                              {"selector_ms", 1e3 * t.selector_s / n}};
+        std::printf("\n%-10s per block: %.3f ms total, convolutions %.3f ms (%.1f%%), selector %.3f ms (%.1f%%)", "",
+                    1e3 * t.total_s / n, 1e3 * t.conv_s / n, 100 * t.conv_s / t.total_s, 1e3 * t.selector_s / n,
+                    100 * t.selector_s / t.total_s);
+      }
     }
     std::printf("\n");
     std::fflush(stdout);

@@ -1,13 +1,19 @@
 // dflash bench: prefill and decode speed of real model shapes with random weights generated
-// in memory (nothing downloaded or committed), and decode's fraction of the bandwidth roof.
+// in memory (nothing downloaded or committed), decode's fraction of the bandwidth roof, and the
+// time of one forward of K tokens (what a speculative verify costs) against its physical bound
+// max(weight bytes / bandwidth, multiply-adds / int8 rate), both rates measured in the same run.
+#include <algorithm>
+#include <map>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/bandwidth.h"
 #include "cli/bench_dflash.h"
+#include "cli/bench_kv.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "decoding/generator.h"
+#include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
 #include "models/arch/arch_spec.h"
 #include "util/error.h"
@@ -40,13 +46,64 @@ ModelConfig shape_config(const std::string& name) {
   return c;
 }
 
+const int kCurveK[] = {1, 2, 4, 5, 8, 16, 32};
+
 struct Row {
   std::string model, weights;
   double prefill_tok_s = 0, decode_tok_s = 0, weight_gb = 0, roof = 0;
+  std::vector<double> forward_s, bound_s;  // per kCurveK
 };
 
+// Multiply-adds per second of the int8 kernel on weights that stay in cache (32 activation
+// rows, all threads): the compute roof of a forward of many tokens in that format.
+double measure_int8_rate(WType t, ThreadPool& pool) {
+  const int K = 2048, N = 128 * pool.size(), M = 32;
+  std::vector<float> wf(size_t(N) * K), x(size_t(M) * K), y(size_t(M) * N);
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = float(int(i * 2654435761u % 255) - 127) / 127.0f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 40503u % 255) - 127) / 127.0f;
+  const WeightMatrix w = make_weight_matrix(wf.data(), N, K, t);
+  double best = 1e30;
+  for (int rep = 0; rep < 7; ++rep) {
+    const double t0 = now_seconds();
+    for (int i = 0; i < 10; ++i) matmul(x.data(), M, w, y.data(), &pool);
+    best = std::min(best, (now_seconds() - t0) / 10);
+  }
+  return double(M) * N * K / best;
+}
+
+// Seconds of one forward of K tokens after `ctx` tokens of context (best of 3), per kCurveK.
+std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ctx) {
+  const int V = m.config().vocab, kmax = kCurveK[std::size(kCurveK) - 1];
+  std::vector<int32_t> ids(size_t(ctx + kmax));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919 + 13) % size_t(V));
+  KVCache cache = m.make_cache(ctx + kmax);
+  std::vector<float> logits(size_t(kmax) * V);
+  ForwardArgs pre;
+  pre.tokens = ids.data();
+  pre.n = ctx;
+  pre.logits = logits.data();
+  m.forward(cache, pre, &pool);
+  std::vector<double> out;
+  for (int K : kCurveK) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      ForwardArgs a;
+      a.tokens = ids.data() + ctx;
+      a.n = K;
+      a.logits_from = 0;  // a verify needs every row's logits
+      a.logits = logits.data();
+      const double t0 = now_seconds();
+      m.forward(cache, a, &pool);
+      best = std::min(best, now_seconds() - t0);
+      cache.rollback(ctx);
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
 Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens, ThreadPool& pool,
-              double bw) {
+              double bw, double int8_rate) {
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
   for (int i = 0; i < prompt_tokens; ++i) prompt[size_t(i)] = (i * 7919 + 13) % m.config().vocab;
   Generator gen(m, &pool, prompt_tokens + gen_tokens + 8);
@@ -64,6 +121,14 @@ Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens,
   r.decode_tok_s = gen.timings().decode_tok_s();
   r.weight_gb = double(m.weight_bytes()) / 1e9;
   r.roof = double(m.weight_bytes()) * r.decode_tok_s / bw;
+  r.forward_s = forward_curve(m, pool, std::min(prompt_tokens, 128));
+  // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short
+  // context is small next to them).
+  const WType wt = m.weight_type();
+  const double bytes_per_weight = double(row_bytes(wt, 256)) / 256.0;
+  const double macs = double(m.weight_bytes()) / bytes_per_weight;
+  for (int K : kCurveK)
+    r.bound_s.push_back(std::max(double(m.weight_bytes()) / bw, int8_rate > 0 ? macs * K / int8_rate : 0.0));
   return r;
 }
 
@@ -88,13 +153,36 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--gen-tokens", o->gen_tokens)->check(CLI::Range(2, 1 << 20));
   sub->add_flag("--json", o->json);
   sub->add_option("--draft", o->spec.draft, "DFlash draft: compare plain and speculative decoding instead");
+  sub->add_option("--draft2", o->spec.draft2, "With --draft: a second draft (e.g. DFlash2) on the same prompts");
   sub->add_option("--block-sizes", o->spec.block_sizes, "With --draft: block sizes to compare")->delimiter(',');
   sub->add_option("--prompts", o->spec.prompts_file, "With --draft: JSON {code: [...], long_context: [...]}");
   sub->add_option("--n-prompts", o->spec.n_prompts, "With --draft: at most this many prompts per regime");
   sub->add_option("--long-prompt-tokens", o->spec.long_prompt_tokens, "With --draft: long-context prompt length");
   sub->add_option("--bench-gen-tokens", o->spec.gen_tokens, "With --draft: new tokens per prompt (default 300/256)");
   sub->add_flag("--no-adaptive", o->spec.no_adaptive, "With --draft: fixed block size");
-  sub->callback([o] {
+  struct KvOpts {
+    std::vector<std::string> cache_types;
+    int context = 4096, rounds = 3;
+  };
+  auto kv = std::make_shared<KvOpts>();
+  sub->add_option("--cache-type", kv->cache_types, "Compare decode speed of these KV cache formats (f32,q8,q4)")
+      ->delimiter(',');
+  sub->add_option("--context", kv->context, "With --cache-type: tokens of context (default 4096)")
+      ->check(CLI::Range(1, 1 << 22));
+  sub->add_option("--rounds", kv->rounds, "With --cache-type: rounds, best kept (default 3)")->check(CLI::Range(1, 100));
+  sub->callback([o, kv] {
+    if (!kv->cache_types.empty()) {  // KV cache formats side by side (bench_kv.cpp)
+      ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
+      std::fprintf(stderr, "threads %d, SIMD %s\n", pool.size(), simd_target_name());
+      std::vector<KvBenchRow> rows;
+      for (const auto& wname : o->weights)
+        for (const auto& s : o->shapes) {
+          auto m = Transformer::random(shape_config(s), parse_wtype(wname), 1);
+          const auto r = run_kv_bench(s, *m, kv->cache_types, kv->context, o->gen_tokens, kv->rounds, pool);
+          rows.insert(rows.end(), r.begin(), r.end());
+        }
+      return print_kv_bench(rows, o->json, pool.size());
+    }
     if (!o->spec.draft.empty()) {
       o->spec.model = o->model;
       o->spec.threads = o->threads;
@@ -106,28 +194,47 @@ void add_bench_command(CLI::App& app) {
     const double bw = measure_read_bandwidth(pool);
     std::fprintf(stderr, "threads %d, SIMD %s, measured read bandwidth %.1f GB/s\n", pool.size(), simd_target_name(),
                  bw / 1e9);
+    std::map<WType, double> rate;  // int8 multiply-adds/s per block-quantized format
+    for (const auto& wname : o->weights) {
+      const WType wt = parse_wtype(wname);
+      if (uses_int8_path(wt) && !rate.count(wt)) {
+        rate[wt] = measure_int8_rate(wt, pool);
+        std::fprintf(stderr, "int8 kernel rate %s (%s, cache-resident, 32 rows): %.1f G multiply-adds/s\n",
+                     wtype_name(wt), qmatmul_target_name(), rate[wt] / 1e9);
+      }
+    }
     std::vector<Row> rows;
     for (const auto& wname : o->weights) {
       const WType wt = parse_wtype(wname);
+      const double r8 = rate.count(wt) ? rate[wt] : 0.0;
       if (!o->model.empty()) {
         LoadOptions lo;
         lo.weights = wt;
         lo.populate = true;  // page faults are not what we measure
         auto m = Transformer::load(o->model, lo);
-        rows.push_back(bench_one(o->model, *m, o->prompt_tokens, o->gen_tokens, pool, bw));
+        rows.push_back(bench_one(o->model, *m, o->prompt_tokens, o->gen_tokens, pool, bw, r8));
         continue;
       }
       for (const auto& s : o->shapes) {
         auto m = Transformer::random(shape_config(s), wt, 1);
-        rows.push_back(bench_one(s, *m, o->prompt_tokens, o->gen_tokens, pool, bw));
+        rows.push_back(bench_one(s, *m, o->prompt_tokens, o->gen_tokens, pool, bw, r8));
       }
     }
     if (o->json) {
       nlohmann::json j = nlohmann::json::array();
-      for (auto& r : rows)
+      for (auto& r : rows) {
+        nlohmann::json fw = nlohmann::json::object(), bd = nlohmann::json::object();
+        for (size_t i = 0; i < r.forward_s.size(); ++i) {
+          fw[std::to_string(kCurveK[i])] = r.forward_s[i] * 1e3;
+          bd[std::to_string(kCurveK[i])] = r.bound_s[i] * 1e3;
+        }
+        const WType wt = parse_wtype(r.weights);
         j.push_back({{"model", r.model}, {"weights", r.weights}, {"threads", pool.size()},
                      {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
-                     {"weight_gb_per_token", r.weight_gb}, {"bandwidth_gb_s", bw / 1e9}, {"roof_fraction", r.roof}});
+                     {"weight_gb_per_token", r.weight_gb}, {"bandwidth_gb_s", bw / 1e9}, {"roof_fraction", r.roof},
+                     {"int8_gmac_s", rate.count(wt) ? rate[wt] / 1e9 : 0.0},
+                     {"forward_ms", fw}, {"bound_ms", bd}});
+      }
       std::puts(j.dump(2).c_str());
       return;
     }
@@ -135,6 +242,16 @@ void add_bench_command(CLI::App& app) {
     for (auto& r : rows)
       std::printf("%-14s %-6s %12.1f %12.2f %10.3f %7.0f%%\n", r.model.c_str(), r.weights.c_str(), r.prefill_tok_s,
                   r.decode_tok_s, r.weight_gb, r.roof * 100);
+    std::printf("\nforward of K tokens: ms (x K=1) | physical bound ms (x K=1 bound)\n%-14s %-6s", "model", "format");
+    for (int K : kCurveK) std::printf(" %21s", ("K=" + std::to_string(K)).c_str());
+    std::printf("\n");
+    for (auto& r : rows) {
+      std::printf("%-14s %-6s", r.model.c_str(), r.weights.c_str());
+      for (size_t i = 0; i < r.forward_s.size(); ++i)
+        std::printf(" %7.1f(%4.2fx)|%5.1f(%3.1fx)", r.forward_s[i] * 1e3, r.forward_s[i] / r.forward_s[0],
+                    r.bound_s[i] * 1e3, r.bound_s[i] / r.bound_s[0]);
+      std::printf("\n");
+    }
   });
 }
 

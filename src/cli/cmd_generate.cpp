@@ -23,6 +23,7 @@ struct GenerateOpts {
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
   int top_k = 0;
   uint64_t seed = 0;
+  CacheTypes cache;
 };
 
 void run_generate(const GenerateOpts& o) {
@@ -31,6 +32,7 @@ void run_generate(const GenerateOpts& o) {
   LoadOptions lo;
   lo.weights = parse_weights_option(o.weights);
   auto model = Transformer::load(dir, lo);
+  apply_cache_types(o.cache, *model, nullptr);
 
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {
@@ -48,6 +50,7 @@ void run_generate(const GenerateOpts& o) {
   SpeculativeGenerator* spec = nullptr;
   if (!o.draft.empty()) {
     draft = DFlashDraft::load(o.draft, lo, *model);
+    apply_cache_types(o.cache, *model, draft.get());
     if (o.draft_act == "f16") draft->set_activations(DraftActivations::F16);
     else if (o.draft_act != "f32") throw Error("--draft-activations must be f32 or f16");
     SpecParams sp;
@@ -108,6 +111,7 @@ void run_generate(const GenerateOpts& o) {
                   {"decode_tok_s", tm.decode_tok_s()},
                   {"ttft_ms", tm.ttft_s * 1e3}};
   j["weights"] = o.weights;
+  j["cache_type"] = o.cache.target;
   if (spec) j["dflash"] = spec_stats_json(spec->stats(), tm);
   std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
@@ -135,6 +139,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--chunk-size", o->chunk_size, "Prefill chunk size")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--ctx-size", o->ctx_size, "Context size in tokens")->check(CLI::Range(2, 1 << 22));
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
+  add_cache_type_options(sub, o->cache);
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--draft", o->draft, "DFlash draft folder: enables speculative decoding");
   sub->add_option("--block-size", o->block_size, "Largest block (drafted tokens + 1); default: the draft's")

@@ -1,9 +1,11 @@
 // dflash logits: the raw logits of every prompt position, for numerical comparison in tests.
 #include <cstdio>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
 #include "util/error.h"
 
@@ -55,8 +57,9 @@ void add_logits_command(CLI::App& app) {
 
 void add_draft_logits_command(CLI::App& app) {
   struct Opts {
-    std::string model, draft, ids, weights = "bf16", out;
+    std::string model, draft, ids, weights = "bf16", out, hidden_out, uniforms;
     int block_first = -1, block_size = 0, threads = 0;
+    float temperature = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("draft-logits", "Write the draft's float32 logits [(B-1) x vocab] for one block");
@@ -68,6 +71,9 @@ void add_draft_logits_command(CLI::App& app) {
   sub->add_option("--weights", o->weights);
   sub->add_option("--threads", o->threads);
   sub->add_option("--out", o->out)->required();
+  sub->add_option("--hidden-out", o->hidden_out, "DFlash2: also write the normed final hidden states [(B-1) x hidden]");
+  sub->add_option("--temperature", o->temperature, "DFlash2: sample the selector's walk (with --uniforms)");
+  sub->add_option("--uniforms", o->uniforms, "DFlash2: B-1 comma-separated numbers in [0, 1) driving the draws");
   sub->callback([o] {
     LoadOptions lo;
     lo.weights = parse_weights_option(o->weights);
@@ -89,9 +95,36 @@ void add_draft_logits_command(CLI::App& app) {
     model->forward(cache, a, &pool);
     draft->add_context(dcache, taps.data(), n, &pool);
     std::vector<float> logits(size_t(B - 1) * V);
-    draft->propose(dcache, o->block_first, B, logits.data(), &pool);
+    nlohmann::json info{{"rows", B - 1}, {"vocab", V}, {"kind", draft->kind()}};
+    if (auto* d2 = dynamic_cast<const DFlash2Draft*>(draft.get())) {
+      // The selector's walk next to the logits it starts from.
+      std::vector<double> u;
+      for (size_t a = 0; a < o->uniforms.size();) {
+        size_t b = o->uniforms.find(',', a);
+        if (b == std::string::npos) b = o->uniforms.size();
+        const double v = std::stod(o->uniforms.substr(a, b - a));
+        if (!(v >= 0 && v < 1)) throw Error("--uniforms must lie in [0, 1)");
+        u.push_back(v);
+        a = b + 1;
+      }
+      if (o->temperature > 0 && int(u.size()) != B - 1)
+        throw Error("--temperature needs --uniforms with B-1 = " + std::to_string(B - 1) + " numbers");
+      std::vector<float> normed(size_t(B - 1) * model->config().hidden);
+      DraftTokens dt;
+      d2->draft_block(dcache, o->block_first, B, o->temperature, u.data(), normed.data(), logits.data(), dt, &pool);
+      if (!o->hidden_out.empty()) write_floats(o->hidden_out, normed);
+      info["tokens"] = dt.tokens;
+      info["finite"] = dt.finite;
+      if (o->temperature > 0) {
+        info["cand"] = dt.cand;
+        info["q"] = dt.q;
+      }
+    } else {
+      if (!o->hidden_out.empty() || o->temperature > 0) throw Error("--hidden-out/--temperature need a DFlash2 draft");
+      draft->propose(dcache, o->block_first, B, logits.data(), &pool);
+    }
     write_floats(o->out, logits);
-    std::printf("%s\n", nlohmann::json{{"rows", B - 1}, {"vocab", V}}.dump().c_str());
+    std::printf("%s\n", info.dump().c_str());
   });
 }
 

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "formats/gguf.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "formats/json_file.h"
@@ -19,6 +20,7 @@ struct ServeOpts {
   std::string model, draft;
   bool no_draft = false, no_adaptive = false;
   server::ServerOptions srv;
+  CacheTypes cache;
 };
 
 // Defaults for fields a request leaves out come from the model's generation_config.json, as
@@ -54,7 +56,10 @@ void run_serve(ServeOpts& o) {
   if (o.srv.log_format != "text" && o.srv.log_format != "json") throw Error("--log-format must be text or json");
   // Mistakes a user can see without loading anything fail before the server listens.
   const auto weights = parse_weights_option(o.srv.engine.weights);
-  if (!file_exists(dir + "/config.json")) throw file_error(dir, "no config.json: not a Hugging Face model folder");
+  parse_kv_type(o.cache.target);
+  parse_kv_type(o.cache.draft);
+  const CacheTypes cache = o.cache;
+  if (!has_gguf_suffix(dir) && !file_exists(dir + "/config.json")) throw file_error(dir, "no config.json: not a Hugging Face model folder");
   if (!draft.empty() && !file_exists(draft + "/config.json"))
     throw file_error(draft, "no config.json: not a DFlash draft folder");
 
@@ -63,7 +68,7 @@ void run_serve(ServeOpts& o) {
   s.engine.draft_dir = draft;
   s.engine.adaptive = !o.no_adaptive;
   s.defaults = sampling_defaults(dir);
-  s.load = [dir, draft, weights] {
+  s.load = [dir, draft, weights, cache] {
     server::LoadedModels m;
     m.tokenizer = load_tokenizer_if_present(dir);
     if (!m.tokenizer) throw file_error(dir, "missing tokenizer.json (the server needs the model's tokenizer)");
@@ -71,6 +76,7 @@ void run_serve(ServeOpts& o) {
     lo.weights = weights;
     m.model = Transformer::load(dir, lo);
     if (!draft.empty()) m.draft = DFlashDraft::load(draft, lo, *m.model);
+    apply_cache_types(cache, *m.model, m.draft.get());
     m.stop_ids = stop_ids_for(m.model->config(), m.tokenizer.get());
     return m;
   };
@@ -100,6 +106,7 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--threads", s.engine.threads, "Worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   sub->add_option("--weights", s.engine.weights, "bf16 | q8 | q4 | f32 | f16 | native")->capture_default_str();
   sub->add_option("--chunk-size", s.engine.chunk_size, "Prefill chunk size")->check(CLI::Range(1, 1 << 20));
+  add_cache_type_options(sub, o->cache);
   sub->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' (except /health and the page)")
       ->envname("DFLASH_API_KEY");
   sub->add_option("--alias", s.alias, "The model's name in the API (default: its folder name)");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "models/gguf_load.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -88,7 +89,7 @@ void run_tokenize(const TokenizeOptions& o) {
   if (modes != 1) {
     throw Error("tokenize: give exactly one of --text, --file, --decode, --jsonl, --decode-jsonl");
   }
-  const Tokenizer tok = Tokenizer::from_folder(o.model);
+  const Tokenizer tok = has_gguf_suffix(o.model) ? load_gguf_tokenizer(o.model) : Tokenizer::from_folder(o.model);
   const bool parse_special = !o.no_special;
 
   if (!o.jsonl.empty()) {

@@ -11,5 +11,6 @@ void add_draft_logits_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_template_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 
 }  // namespace dflash::cli

@@ -6,6 +6,11 @@
 #include <climits>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
+#include "formats/gguf.h"
+#include "models/dflash_draft.h"
+#include "models/gguf_load.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -54,7 +59,23 @@ std::optional<WType> parse_weights_option(const std::string& s) {
   return parse_wtype(s);
 }
 
+void add_cache_type_options(CLI::App* sub, CacheTypes& c) {
+  sub->add_option("--cache-type", c.target, "Target KV cache: f32 | q8 | q4 (blocks of 32, fp16 scale)")
+      ->capture_default_str();
+  sub->add_option("--cache-type-draft", c.draft, "Draft KV cache: f32 | q8 | q4")->capture_default_str();
+}
+
+void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* draft) {
+  model.set_cache_type(parse_kv_type(c.target));
+  const WType dt = parse_kv_type(c.draft);
+  if (draft) draft->set_cache_type(dt);
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir) {
+  if (has_gguf_suffix(dir)) {  // a GGUF without tokenizer.ggml.* has no tokenizer either
+    if (!GgufFile(dir).find("tokenizer.ggml.model")) return nullptr;
+    return std::make_unique<Tokenizer>(load_gguf_tokenizer(dir));
+  }
   if (!file_exists(dir + "/tokenizer.json")) return nullptr;
   return std::make_unique<Tokenizer>(Tokenizer::from_folder(dir));
 }

@@ -9,7 +9,24 @@
 #include "models/transformer.h"
 #include "tokenizer/tokenizer.h"
 
+namespace CLI {
+class App;
+}
+
+namespace dflash {
+class DFlashDraft;
+}
+
 namespace dflash::cli {
+
+// --cache-type (the target's KV cache) and --cache-type-draft: f32 | q8 | q4. The draft
+// stays f32 by default: a quantized draft cache is known to collapse acceptance elsewhere.
+struct CacheTypes {
+  std::string target = "f32", draft = "f32";
+};
+void add_cache_type_options(CLI::App* sub, CacheTypes& c);
+// Throws dflash::Error for an unknown name or a head_dim the format cannot take.
+void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* draft);
 
 // --model when given, else the shipped demo target (models/demo/target).
 std::string resolve_model_dir(const std::string& given);

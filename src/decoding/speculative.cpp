@@ -141,32 +141,70 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   flush_pending_context();
   const double t0 = now_seconds();
   stats_.draft_s += t0 - tc;
-  std::vector<float> dlogits(size_t(B - 1) * V);
-  draft_.propose(draft_cache_, last, B, dlogits.data(), pool_);
+  const bool probabilistic = sp_.acceptance == Acceptance::Probabilistic && !sampler_.greedy();
+  const bool need_history = sampler_.params().repetition_penalty != 1.0f || probabilistic;
+  std::vector<int32_t> block(static_cast<size_t>(B));
+  block[0] = last;
+  // q[j]: the draft's distribution for block[j+1], dense over the vocabulary (logit
+  // drafters) or sparse over the candidates it drew from (token drafters, in dt).
+  std::vector<std::vector<float>> q(probabilistic ? size_t(B - 1) : 0);
+  DraftTokens dt;
+  const bool token_draft = draft_.proposes_tokens();
+  auto draft_uniform = [&](int j) {
+    return counter_uniform(sampler_.params().seed ^ kDraftStream, uint64_t(n_generated_ + j));
+  };
+  std::vector<float> dlogits(token_draft ? 0 : size_t(B - 1) * V);
+  if (token_draft) {
+    std::vector<double> u(size_t(B - 1));
+    for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
+    // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
+    // drafts greedily there.
+    draft_.propose_tokens(draft_cache_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt,
+                          pool_);
+    if (dt.finite && (int(dt.tokens.size()) != B - 1 || (probabilistic && int(dt.q.size()) != B - 1)))
+      throw Error("drafter returned a malformed proposal");
+  } else {
+    draft_.propose(draft_cache_, last, B, dlogits.data(), pool_);
+  }
   const double t1 = now_seconds();
-  if (!all_finite(dlogits.data(), dlogits.size())) {
+  if (token_draft ? !dt.finite : !all_finite(dlogits.data(), dlogits.size())) {
     ++stats_.nonfinite_steps;
     fall_back("nonfinite_draft_logits");
     return plain_step(out);
   }
 
-  const bool probabilistic = sp_.acceptance == Acceptance::Probabilistic && !sampler_.greedy();
-  const bool need_history = sampler_.params().repetition_penalty != 1.0f || probabilistic;
-  std::vector<int32_t> block(static_cast<size_t>(B));
-  block[0] = last;
   std::vector<int32_t> hist;
-  if (need_history) hist = tokens_;
-  std::vector<std::vector<float>> q(probabilistic ? size_t(B - 1) : 0);
+  if (need_history && !token_draft) hist = tokens_;
   for (int j = 1; j < B; ++j) {
+    if (token_draft) {
+      block[size_t(j)] = dt.tokens[size_t(j - 1)];
+      continue;
+    }
     const float* row = dlogits.data() + size_t(j - 1) * V;
     if (probabilistic) {
       sampler_.probabilities(row, V, hist, q[size_t(j - 1)]);
-      block[size_t(j)] = draw(q[size_t(j - 1)], counter_uniform(sampler_.params().seed ^ kDraftStream, uint64_t(n_generated_ + j)));
+      block[size_t(j)] = draw(q[size_t(j - 1)], draft_uniform(j));
     } else {
       block[size_t(j)] = argmax(row, V);  // the reference drafts greedily at any temperature
     }
     if (need_history) hist.push_back(block[size_t(j)]);
   }
+  auto q_of = [&](int j, int32_t tok) -> float {
+    if (!token_draft) return q[size_t(j)][size_t(tok)];
+    for (size_t c = 0; c < dt.cand[size_t(j)].size(); ++c)
+      if (dt.cand[size_t(j)][c] == tok) return dt.q[size_t(j)][c];
+    return 0.0f;
+  };
+  auto subtract_q = [&](int j, std::vector<float>& p) {
+    if (!token_draft) {
+      for (size_t i = 0; i < p.size(); ++i) p[i] = std::max(0.0f, p[i] - q[size_t(j)][i]);
+      return;
+    }
+    for (size_t c = 0; c < dt.cand[size_t(j)].size(); ++c) {
+      float& v = p[size_t(dt.cand[size_t(j)][c])];
+      v = std::max(0.0f, v - dt.q[size_t(j)][c]);
+    }
+  };
 
   std::vector<float> vlogits(size_t(B) * V);
   taps_.resize(size_t(B) * F);
@@ -193,14 +231,13 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
       sampler_.probabilities(row, V, h, p);
       const int32_t d = block[size_t(j + 1)];
       const double u = counter_uniform(sampler_.params().seed ^ kAcceptStream, index);
-      const std::vector<float>& qj = q[size_t(j)];
-      if (u * qj[size_t(d)] < p[size_t(d)]) {
+      if (u * q_of(j, d) < p[size_t(d)]) {
         emitted.push_back(d);
         ++accepted;
         h.push_back(d);
         continue;
       }
-      for (size_t i = 0; i < p.size(); ++i) p[i] = std::max(0.0f, p[i] - qj[i]);
+      subtract_q(j, p);
       emitted.push_back(draw(p, counter_uniform(sampler_.params().seed ^ kResidualStream, index)));
       break;
     }

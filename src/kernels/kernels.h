@@ -17,19 +17,25 @@ namespace dflash {
 // y[m][n] = sum_k x[m][k] * W[n][k], for m < M. x is fp32 [M][K], y is fp32 [M][N].
 void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool);
 
-// Attention over a KV cache laid out [kv_head][capacity][head_dim]. Query row i (head h)
+// Attention over a KV cache laid out [kv_head][capacity][row], a row being head_dim values
+// in `kv_type` (F32, or Q8_0 / Q4_0 blocks of 32 along head_dim). Query row i (head h)
 // attends to keys [kbeg[i], kend[i]) of kv head h / (n_heads / n_kv_heads). q and out are
 // [n_q][n_heads * head_dim].
+//
+// Batch invariance: keys are visited in fixed tiles of absolute positions, grouped into fixed
+// chunks whose partial softmax states are merged in position order, so a row's result depends
+// only on its own query and key range, never on n_q, the other rows or the thread count.
 struct AttentionArgs {
   const float* q;
   int n_q, n_heads, n_kv_heads, head_dim;
-  const float* k_cache;
-  const float* v_cache;
+  const void* k_cache;
+  const void* v_cache;
   int64_t capacity;  // rows per kv head in the cache
   const int* kbeg;
   const int* kend;
   float scale;
   float* out;
+  WType kv_type = WType::F32;
 };
 void attention(const AttentionArgs& a, ThreadPool* pool);
 

@@ -1,7 +1,7 @@
 #pragma once
 // A weight matrix [rows = outputs][cols = inputs] in one of the storage formats the kernels
-// read directly. Q8_0 and Q4_0 use GGUF's block layouts (a scale per 32 weights) so GGUF
-// files can later be read without conversion.
+// read directly. Q8_0, Q4_0, Q4_K and Q6_K use GGUF's block layouts byte for byte (a row is
+// its blocks one after another) so mmapped GGUF tensors are read without conversion.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,10 +10,10 @@
 
 namespace dflash {
 
-enum class WType { F32, F16, BF16, Q8_0, Q4_0 };
+enum class WType { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
 
 const char* wtype_name(WType t);
-WType parse_wtype(const std::string& s);  // "f32", "f16", "bf16", "q8", "q8_0", "q4", "q4_0"
+WType parse_wtype(const std::string& s);  // "f32", "f16", "bf16", "q8", "q8_0", "q4", "q4_0", "q4_k", "q6_k"
 
 constexpr int kQBlock = 32;
 
@@ -29,6 +29,36 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// k-quants: super-blocks of 256 weights.
+constexpr int kQK = 256;
+
+// Q4_K: weight = d * sc[j] * q - dmin * m[j] for sub-block j (32 weights), q in 0..15. The
+// eight 6-bit sc and m are packed into scales[12]: for j < 4, sc[j] and m[j] are the low 6
+// bits of scales[j] and scales[j + 4]; for j >= 4 the low 4 bits sit in the nibbles of
+// scales[j + 4] (sc low, m high) and the top 2 bits in the top bits of scales[j - 4] (sc)
+// and scales[j] (m). qs: 64 weights per 32 bytes, the first 32 in the low nibbles.
+struct BlockQ4_K {
+  uint16_t d;     // fp16 super-scale of sc
+  uint16_t dmin;  // fp16 super-scale of m
+  uint8_t scales[12];
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q6_K: weight = d * scales[e / 16] * (q - 32), q in 0..63. Per half of 128 weights, element
+// 32g + l (g < 4, l < 32) keeps its low 4 bits in ql[l + 32 * (g & 1)] (low nibble for g < 2)
+// and its high 2 bits at bit 2g of qh[l]; ql advances 64 bytes and qh 32 bytes per half.
+struct BlockQ6_K {
+  uint8_t ql[kQK / 2];
+  uint8_t qh[kQK / 4];
+  int8_t scales[kQK / 16];
+  uint16_t d;  // fp16
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Weights per block of the format (1 for the float formats).
+int block_elems(WType t);
+
 size_t row_bytes(WType t, int64_t cols);
 
 struct WeightMatrix {
@@ -43,9 +73,15 @@ struct WeightMatrix {
 
 // Encodes one fp32 row of `cols` values into row_bytes(type, cols) bytes at dst.
 void quantize_row(const float* src, int64_t cols, WType type, uint8_t* dst);
-// Converts fp32 rows to a storage format (quantizing for Q8_0/Q4_0) into an owned matrix.
+// Converts fp32 rows to a storage format (quantizing for Q8_0/Q4_0/Q4_K/Q6_K) into an owned
+// matrix; cols must be a multiple of block_elems(type).
 WeightMatrix make_weight_matrix(const float* src, int64_t rows, int64_t cols, WType type);
 // Decodes one row back to fp32.
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out);
+
+// The eight 6-bit sub-block scales and mins of a Q4_K super-block.
+void q4_k_scales(const uint8_t* scales12, int* sc, int* mn);
+// Weight e (< 256) of a Q6_K super-block as its signed 6-bit integer (-32..31).
+int q6_k_value(const BlockQ6_K& b, int e);
 
 }  // namespace dflash

@@ -45,15 +45,8 @@ void project_qkv(const LayerWeights& w, const LayerDims& d, const float* h, int 
 }
 
 void store_kv(KVCache& cache, int layer, const LayerDims& d, const float* k, const float* v, int pos0, int n) {
-  const int hd = d.head_dim, kvd = d.n_kv_heads * hd;
-  float* kc = cache.k(layer);
-  float* vc = cache.v(layer);
-  for (int i = 0; i < n; ++i)
-    for (int kh = 0; kh < d.n_kv_heads; ++kh) {
-      const size_t dst = (size_t(kh) * cache.capacity() + size_t(pos0 + i)) * hd;
-      std::memcpy(kc + dst, k + size_t(i) * kvd + size_t(kh) * hd, sizeof(float) * hd);
-      std::memcpy(vc + dst, v + size_t(i) * kvd + size_t(kh) * hd, sizeof(float) * hd);
-    }
+  (void)d;  // the cache knows its own shape and element format
+  cache.store(layer, k, v, pos0, n);
 }
 
 void mlp_residual(const LayerWeights& w, const LayerDims& d, float* x, int n, std::vector<float>& h,

@@ -1,6 +1,7 @@
 // The DFlash draft forward: context injection and one bidirectional block.
 #include "models/dflash_draft.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
@@ -21,7 +22,12 @@ void round_fp16(float* x, size_t n) {
 }  // namespace
 
 KVCache DFlashDraft::make_cache(int capacity) const {
-  return KVCache(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity);
+  return KVCache(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity, cache_type_);
+}
+
+void DFlashDraft::set_cache_type(WType t) {
+  KVCache(1, 1, cfg_.head_dim, 0, t);  // throws now if t cannot work with this head_dim
+  cache_type_ = t;
 }
 
 void DFlashDraft::add_context(KVCache& cache, const float* features, int n, ThreadPool* pool) const {
@@ -51,7 +57,7 @@ void DFlashDraft::add_context(KVCache& cache, const float* features, int n, Thre
   cache.set_length(pos0 + n);
 }
 
-void DFlashDraft::propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const {
+void DFlashDraft::block_hidden(KVCache& cache, int32_t first, int B, float* normed, ThreadPool* pool) const {
   const DraftConfig& c = cfg_;
   const int start = cache.length();
   if (start + B > cache.capacity()) throw Error("draft context full");
@@ -59,34 +65,58 @@ void DFlashDraft::propose(KVCache& cache, int32_t first, int B, float* logits, T
   const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), true, false};
   const bool f16 = act_ == DraftActivations::F16;
   std::vector<float> x(size_t(B) * H), h(x.size()), q(size_t(B) * qd), k(size_t(B) * kvd), v(k.size()),
-      att(q.size()), g, u;
+      att(q.size()), g(size_t(B) * c.ffn), u(g.size()), scratch;
   target_->embed(first, x.data());
   for (int i = 1; i < B; ++i) target_->embed(c.mask_token_id, x.data() + size_t(i) * H);
+  if (c.embed_scale != 1.0f)
+    for (float& e : x) e *= c.embed_scale;
   std::vector<float> cosv, sinv;
   rope_tables(inv_freq_, start, B, c.rope_scaling.type == "yarn" ? float(c.rope_scaling.attention_factor) : 1.0f, cosv,
               sinv);
-  // Every block row sees all context rows and the whole block: no mask inside the block.
-  std::vector<int> kbeg(static_cast<size_t>(B), 0), kend(static_cast<size_t>(B), start + B);
+  std::vector<int> kbeg(static_cast<size_t>(B)), kend(static_cast<size_t>(B));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[size_t(l)];
+    // v1: every block row sees all context rows and the whole block (no mask inside it).
+    const int win = c.window.empty() ? 0 : c.window[size_t(l)];
+    const bool causal = !c.causal.empty() && c.causal[size_t(l)];
+    for (int i = 0; i < B; ++i) {
+      const int p = start + i;
+      kbeg[size_t(i)] = win > 0 ? std::max(0, p - win + 1) : 0;
+      kend[size_t(i)] = causal ? p + 1 : win > 0 ? std::min(start + B, p + win) : start + B;
+    }
     rmsnorm(x.data(), B, H, w.attn_norm.data(), d.eps, h.data());
+    sublayer_in(l, 0, h.data(), B, scratch, pool);
     project_qkv(w, d, h.data(), B, cosv.data(), sinv.data(), q.data(), k.data(), v.data(), pool);
     store_kv(cache, l, d, k.data(), v.data(), start, B);
-    AttentionArgs aa{q.data(), B, c.n_heads, c.n_kv_heads, hd, cache.k(l), cache.v(l), cache.capacity(),
+    AttentionArgs aa{q.data(), B, c.n_heads, c.n_kv_heads, hd, nullptr, nullptr, 0,
                      kbeg.data(), kend.data(), 1.0f / std::sqrt(float(hd)), att.data()};
+    cache.bind(l, aa);
     attention(aa, pool);
     matmul(att.data(), B, w.wo, h.data(), pool);
+    sublayer_out(l, 0, h.data(), B, scratch);
     if (f16) round_fp16(h.data(), h.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] += h[i];
     if (f16) round_fp16(x.data(), x.size());
-    mlp_residual(w, d, x.data(), B, h, g, u, pool);
+    // The MLP residual of decoder_blocks' mlp_residual, op for op, with the hooks between.
+    rmsnorm(x.data(), B, H, w.ffn_norm.data(), d.eps, h.data());
+    sublayer_in(l, 1, h.data(), B, scratch, pool);
+    matmul(h.data(), B, w.gate, g.data(), pool);
+    matmul(h.data(), B, w.up, u.data(), pool);
+    silu_mul(g.data(), u.data(), int64_t(B) * c.ffn, g.data());
+    matmul(g.data(), B, w.down, h.data(), pool);
+    sublayer_out(l, 1, h.data(), B, scratch);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += h[i];
     if (f16) round_fp16(x.data(), x.size());
   }
   // Only context rows persist; the block's keys and values are dropped.
   cache.rollback(start);
-  std::vector<float> normed(size_t(B - 1) * H);
-  rmsnorm(x.data() + H, B - 1, H, norm_.data(), d.eps, normed.data());
-  if (f16) round_fp16(normed.data(), normed.size());
+  rmsnorm(x.data() + H, B - 1, H, norm_.data(), d.eps, normed);
+  if (f16) round_fp16(normed, size_t(B - 1) * H);
+}
+
+void DFlashDraft::propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const {
+  std::vector<float> normed(size_t(B - 1) * cfg_.hidden);
+  block_hidden(cache, first, B, normed.data(), pool);
   matmul(normed.data(), B - 1, target_->lm_head(), logits, pool);
 }
 

@@ -9,6 +9,7 @@
 #include "models/drafter.h"
 #include "models/kv_cache.h"
 #include "models/transformer.h"
+#include "models/weight_loader.h"
 
 namespace dflash {
 
@@ -22,8 +23,21 @@ struct DraftConfig {
   std::vector<int> target_layer_ids;
   bool target_layers_from_formula = false;
 
-  static DraftConfig from_json(const nlohmann::json& j, const std::string& origin, int target_layers);
+  // Attention per draft layer: attend to keys within `window` positions (0: all) and, when
+  // causal, to none after the row's own. v1 drafts leave both at their defaults.
+  std::vector<int> window;
+  std::vector<char> causal;
+  float embed_scale = 1.0f;  // multiplies the embedded block rows
+
+  // `architecture`: the one the caller expects ("DFlashDraftModel" or "DFlash2DraftModel").
+  static DraftConfig from_json(const nlohmann::json& j, const std::string& origin, int target_layers,
+                               const std::string& architecture = "DFlashDraftModel");
 };
+
+// The draft's architecture named in config.json ("" when there is none).
+std::string draft_architecture(const nlohmann::json& j);
+// A DFlash key, top level or inside dflash_config (that one wins); null when absent.
+const nlohmann::json* dflash_key(const nlohmann::json& j, const char* k);
 
 // The tapped target layers when a config names none: the published formula, with Python's
 // round-half-to-even.
@@ -37,7 +51,9 @@ enum class DraftActivations { F32, F16 };
 class DFlashDraft : public Drafter {
  public:
   // Loads and checks compatibility with `target` (hidden size, vocab, tapped ids, mask id).
+  // A DFlash2DraftModel folder comes back as a DFlash2Draft.
   static std::unique_ptr<DFlashDraft> load(const std::string& dir, const LoadOptions& opt, const Transformer& target);
+  virtual const char* kind() const { return "dflash"; }
 
   const DraftConfig& config() const { return cfg_; }
   int block_size() const override { return cfg_.block_size; }
@@ -45,6 +61,10 @@ class DFlashDraft : public Drafter {
   int feature_dim() const override { return int(cfg_.target_layer_ids.size()) * cfg_.hidden; }
   KVCache make_cache(int capacity) const override;
   void set_activations(DraftActivations a) { act_ = a; }
+  // The draft's own cache format; f32 by default, as a quantized draft cache is known to
+  // collapse acceptance in other engines.
+  void set_cache_type(WType t);
+  WType cache_type() const { return cache_type_; }
 
   // Appends context rows (target taps, [n][feature_dim]) at positions cache.length()...
   void add_context(KVCache& cache, const float* features, int n, ThreadPool* pool) const override;
@@ -52,8 +72,24 @@ class DFlashDraft : public Drafter {
   // rows 1..B-1 ([B-1][vocab]) and leaves the cache holding only context rows.
   void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const override;
 
- private:
+ protected:
+  // Checks cfg_ against the target, maps the folder, loads the tensors v1 and v2 share;
+  // returns the loader (valid while storage_ lives) for the rest.
+  WeightLoader load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
+                           const Transformer& target);
+  // The block through every layer; writes norm(h) of rows 1..B-1 ([B-1][hidden]) and drops
+  // the block's K/V from the cache.
+  std::vector<std::string> store_names() const;  // the checkpoint's tensor names
+  void block_hidden(KVCache& cache, int32_t first, int B, float* normed, ThreadPool* pool) const;
+  // Hooks around each sublayer (sub 0 attention, 1 MLP) of layer l: `h` is the normed
+  // sublayer input [B][hidden] and may be rewritten, `o` the sublayer output. `scratch`
+  // carries state from one to the other. No-ops in v1.
+  virtual void sublayer_in(int /*l*/, int /*sub*/, float* /*h*/, int /*B*/, std::vector<float>& /*scratch*/,
+                           ThreadPool* /*pool*/) const {}
+  virtual void sublayer_out(int /*l*/, int /*sub*/, float* /*o*/, int /*B*/, const std::vector<float>& /*scratch*/) const {}
+
   DraftConfig cfg_;
+  std::string prefix_;  // tensor name prefix ("" or "model.")
   const Transformer* target_ = nullptr;
   WeightMatrix fc_;
   std::vector<float> hidden_norm_, norm_;
@@ -61,6 +97,7 @@ class DFlashDraft : public Drafter {
   std::vector<double> inv_freq_;
   std::shared_ptr<const void> storage_;
   DraftActivations act_ = DraftActivations::F32;
+  WType cache_type_ = WType::F32;
 };
 
 }  // namespace dflash

@@ -3,6 +3,7 @@
 
 #include "formats/json_file.h"
 #include "formats/safetensors.h"
+#include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
 #include "models/weight_loader.h"
 #include "util/error.h"
@@ -27,7 +28,8 @@ int need_int(const nlohmann::json& j, const char* k, const std::string& origin) 
   return j[k].get<int>();
 }
 
-// DFlash keys may sit at the top level or inside dflash_config.
+}  // namespace
+
 const nlohmann::json* dflash_key(const nlohmann::json& j, const char* k) {
   if (j.contains("dflash_config") && j["dflash_config"].is_object() && j["dflash_config"].contains(k))
     return &j["dflash_config"][k];
@@ -35,17 +37,23 @@ const nlohmann::json* dflash_key(const nlohmann::json& j, const char* k) {
   return nullptr;
 }
 
-}  // namespace
+std::string draft_architecture(const nlohmann::json& j) {
+  return j.is_object() && j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+                 j["architectures"][0].is_string()
+             ? j["architectures"][0].get<std::string>() : "";
+}
 
-DraftConfig DraftConfig::from_json(const nlohmann::json& j, const std::string& origin, int target_layers) {
+DraftConfig DraftConfig::from_json(const nlohmann::json& j, const std::string& origin, int target_layers,
+                                   const std::string& architecture) {
   if (!j.is_object()) throw file_error(origin, "config must be a JSON object");
-  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-                             j["architectures"][0].is_string()
-                         ? j["architectures"][0].get<std::string>() : "";
-  if (arch == "DFlash2DraftModel")
-    throw file_error(origin, "DFlash2 drafts (DFlash2DraftModel) are not supported by this build yet");
-  if (arch != "DFlashDraftModel")
-    throw file_error(origin, "unknown draft architecture '" + arch + "' (expected DFlashDraftModel)");
+  const std::string arch = draft_architecture(j);
+  if (arch != architecture)
+    throw file_error(origin, "unknown draft architecture '" + arch + "' (expected DFlashDraftModel or DFlash2DraftModel)");
+  if (arch == "DFlashDraftModel")
+    for (const char* k : {"conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"})
+      if (dflash_key(j, k))
+        throw file_error(origin, std::string("the config mixes DFlash (v1) and DFlash2 parts: a DFlashDraftModel with '") +
+                                     k + "' (a DFlash2 key)");
   DraftConfig c;
   c.hidden = need_int(j, "hidden_size", origin);
   c.n_layers = need_int(j, "num_hidden_layers", origin);
@@ -87,11 +95,24 @@ DraftConfig DraftConfig::from_json(const nlohmann::json& j, const std::string& o
 }
 
 std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const LoadOptions& opt, const Transformer& target) {
-  const ModelConfig& tc = target.config();
   const std::string cfg_path = dir + "/config.json";
+  const nlohmann::json j = read_json_file(cfg_path);
+  if (draft_architecture(j) == "DFlash2DraftModel") return DFlash2Draft::load(dir, j, opt, target);
   auto d = std::make_unique<DFlashDraft>();
-  d->cfg_ = DraftConfig::from_json(read_json_file(cfg_path), cfg_path, tc.n_layers);
-  DraftConfig& c = d->cfg_;
+  d->cfg_ = DraftConfig::from_json(j, cfg_path, target.config().n_layers);
+  WeightLoader L = d->load_common(dir, cfg_path, opt, target);
+  for (const std::string& n : d->store_names())
+    if (n.find("attention_conv.") != std::string::npos || n.find("mlp_conv.") != std::string::npos ||
+        n.find("candidate_selector.") != std::string::npos)
+      throw file_error(dir, "the checkpoint mixes DFlash (v1) and DFlash2 parts: a DFlashDraftModel with tensor '" + n +
+                                "'");
+  return d;
+}
+
+WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
+                                      const Transformer& target) {
+  const ModelConfig& tc = target.config();
+  DraftConfig& c = cfg_;
   // Compatibility with the target, before any weight is touched.
   auto bad = [&](const std::string& what) { return file_error(cfg_path, "draft does not fit the target: " + what); };
   if (c.hidden != tc.hidden)
@@ -111,14 +132,15 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Loa
   c.vocab = tc.vocab;
 
   auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
-  d->storage_ = store;
+  storage_ = store;
   WeightLoader L(*store, dir);
   const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
   const int64_t F = int64_t(c.target_layer_ids.size()) * H;
-  const std::string p = store->find("fc.weight") ? "" : store->find("model.fc.weight") ? "model." : "";
-  d->fc_ = L.matrix(p + "fc.weight", H, F, opt.weights);
-  d->hidden_norm_ = L.vector(p + "hidden_norm.weight", H);
-  d->norm_ = L.vector(p + "norm.weight", H);
+  prefix_ = store->find("fc.weight") ? "" : store->find("model.fc.weight") ? "model." : "";
+  const std::string& p = prefix_;
+  fc_ = L.matrix(p + "fc.weight", H, F, opt.weights);
+  hidden_norm_ = L.vector(p + "hidden_norm.weight", H);
+  norm_ = L.vector(p + "norm.weight", H);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string lp = p + "layers." + std::to_string(l) + ".";
     LayerWeights w;
@@ -133,15 +155,19 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Loa
     w.ffn_norm = L.vector(lp + "post_attention_layernorm.weight", H);
     w.q_norm = L.vector(lp + "self_attn.q_norm.weight", c.head_dim);
     w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
-    d->layers_.push_back(std::move(w));
+    layers_.push_back(std::move(w));
   }
   ModelConfig rc;
   rc.head_dim = c.head_dim;
   rc.rope_theta = c.rope_theta;
   rc.rope_scaling = c.rope_scaling;
-  d->inv_freq_ = rope_inv_freq(rc);
-  d->target_ = &target;
-  return d;
+  inv_freq_ = rope_inv_freq(rc);
+  target_ = &target;
+  return L;
+}
+
+std::vector<std::string> DFlashDraft::store_names() const {
+  return static_cast<const TensorStore*>(storage_.get())->names();
 }
 
 }  // namespace dflash

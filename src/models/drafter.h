@@ -2,12 +2,24 @@
 // What the speculative loop needs from a draft model. DFlash (v1) implements it; DFlash2 and
 // test drafters do too.
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "models/kv_cache.h"
 #include "util/thread_pool.h"
 
 namespace dflash {
+
+// Tokens a drafter chose itself (DFlash2's candidate selector) instead of leaving the choice
+// to the loop's argmax/sampling over its logits.
+struct DraftTokens {
+  std::vector<int32_t> tokens;             // the B-1 proposals, block rows 1..B-1
+  // Sampled walks only: per proposal, the ids the drafter could have drawn and their
+  // probabilities (q, zero for every other id), for rejection sampling.
+  std::vector<std::vector<int32_t>> cand;
+  std::vector<std::vector<float>> q;
+  bool finite = true;                      // false: the draft's logits were not all finite
+};
 
 class Drafter {
  public:
@@ -21,6 +33,16 @@ class Drafter {
   // One block [first, MASK x (B-1)] at positions cache.length()..; writes logits of rows
   // 1..B-1 ([B-1][vocab]); the cache keeps only context rows afterwards.
   virtual void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const = 0;
+
+  // Drafters that pick their own tokens return true and implement propose_tokens; the loop
+  // then never looks at their logits.
+  virtual bool proposes_tokens() const { return false; }
+  // Like propose, but returns tokens. temperature <= 0: the greedy choice; otherwise one
+  // draw per row from uniforms[0..B-2] (in [0, 1)), with q filled in.
+  virtual void propose_tokens(KVCache& /*cache*/, int32_t /*first*/, int /*B*/, float /*temperature*/,
+                              const double* /*uniforms*/, DraftTokens& /*out*/, ThreadPool* /*pool*/) const {
+    throw std::logic_error("this drafter proposes logits, not tokens");
+  }
 };
 
 }  // namespace dflash

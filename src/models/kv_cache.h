@@ -1,35 +1,55 @@
 #pragma once
 // Keys and values of every layer for positions [0, length), laid out
-// [layer][kv_head][capacity][head_dim] so attention reads each head's keys contiguously.
-// Rolling back after a rejected draft is just lowering `length`: rows past it are overwritten
-// by the next forward.
+// [layer][kv_head][capacity][row] so attention reads each head's keys contiguously. A row is
+// one position of one kv head: head_dim floats (f32), or head_dim/32 GGUF Q8_0 / Q4_0 blocks
+// (an fp16 scale per 32 values), quantized when stored.
+// Rolling back after a rejected draft is just lowering `length`: rows are independent, and
+// rows past it are overwritten by the next forward.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "kernels/kernels.h"
+#include "kernels/weight_matrix.h"
+
 namespace dflash {
+
+// Cache element formats: f32 (default), q8 (Q8_0) and q4 (Q4_0).
+bool kv_type_supported(WType t);
+WType parse_kv_type(const std::string& s);  // "f32", "q8"/"q8_0", "q4"/"q4_0"
 
 class KVCache {
  public:
   KVCache() = default;
-  KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity)
-      : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity),
-        k_(size_t(n_layers) * n_kv_heads * capacity * head_dim),
-        v_(size_t(n_layers) * n_kv_heads * capacity * head_dim) {}
+  // Throws dflash::Error for a quantized type when head_dim is not a multiple of 32.
+  KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type = WType::F32);
 
   int capacity() const { return capacity_; }
   int length() const { return length_; }
   void set_length(int n) { length_ = n; }
   void rollback(int n) { if (n < length_) length_ = n; }
+  WType type() const { return type_; }
+  size_t row_bytes() const { return row_bytes_; }
 
-  float* k(int layer) { return k_.data() + size_t(layer) * n_kv_heads_ * capacity_ * head_dim_; }
-  float* v(int layer) { return v_.data() + size_t(layer) * n_kv_heads_ * capacity_ * head_dim_; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  uint8_t* k(int layer) { return k_.data() + layer_bytes() * size_t(layer); }
+  uint8_t* v(int layer) { return v_.data() + layer_bytes() * size_t(layer); }
+  const uint8_t* k(int layer) const { return k_.data() + layer_bytes() * size_t(layer); }
+  const uint8_t* v(int layer) const { return v_.data() + layer_bytes() * size_t(layer); }
+  size_t bytes() const { return k_.size() + v_.size(); }
+
+  // Stores n rows of k and v ([n][n_kv_heads * head_dim] fp32) at positions pos0.. of a layer.
+  void store(int layer, const float* k, const float* v, int pos0, int n);
+  // Fills the attention arguments that describe this layer's cache.
+  void bind(int layer, AttentionArgs& a) const;
 
  private:
+  size_t layer_bytes() const { return size_t(n_kv_heads_) * size_t(capacity_) * row_bytes_; }
   int n_layers_ = 0, n_kv_heads_ = 0, head_dim_ = 0, capacity_ = 0;
   int length_ = 0;
-  std::vector<float> k_, v_;
+  WType type_ = WType::F32;
+  size_t row_bytes_ = 0;
+  std::vector<uint8_t> k_, v_;
 };
 
 }  // namespace dflash

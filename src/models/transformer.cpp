@@ -13,7 +13,12 @@
 namespace dflash {
 
 KVCache Transformer::make_cache(int capacity) const {
-  return KVCache(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity);
+  return KVCache(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity, cache_type_);
+}
+
+void Transformer::set_cache_type(WType t) {
+  KVCache(1, 1, cfg_.head_dim, 0, t);  // throws now, not at the first request, if t cannot work
+  cache_type_ = t;
 }
 
 void Transformer::embed(int32_t token, float* out) const {
@@ -64,8 +69,9 @@ void Transformer::forward(KVCache& cache, const ForwardArgs& a, ThreadPool* pool
     rmsnorm(x.data(), n, H, w.attn_norm.data(), d.eps, h.data());
     project_qkv(w, d, h.data(), n, cosv.data(), sinv.data(), q.data(), k.data(), v.data(), pool);
     store_kv(cache, l, d, k.data(), v.data(), pos0, n);
-    AttentionArgs aa{q.data(), n, c.n_heads, c.n_kv_heads, hd, cache.k(l), cache.v(l), cache.capacity(),
+    AttentionArgs aa{q.data(), n, c.n_heads, c.n_kv_heads, hd, nullptr, nullptr, 0,
                      kbeg.data(), kend.data(), 1.0f / std::sqrt(float(hd)), att.data()};
+    cache.bind(l, aa);
     attention(aa, pool);
     matmul(att.data(), n, w.wo, h.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += h[i];

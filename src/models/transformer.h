@@ -39,7 +39,11 @@ class Transformer {
   static std::unique_ptr<Transformer> random(const ModelConfig& cfg, WType weights, uint64_t seed);
 
   const ModelConfig& config() const { return cfg_; }
+  // A cache of `capacity` positions in the element format set by set_cache_type (f32 default).
   KVCache make_cache(int capacity) const;
+  // f32, q8 (Q8_0) or q4 (Q4_0); throws dflash::Error if the model's head_dim cannot take it.
+  void set_cache_type(WType t);
+  WType cache_type() const { return cache_type_; }
   // Runs rows through the model, appends their K/V to the cache and advances its length.
   void forward(KVCache& cache, const ForwardArgs& args, ThreadPool* pool) const;
 
@@ -57,7 +61,9 @@ class Transformer {
   std::vector<float> final_norm_;
   std::vector<double> inv_freq_;
   std::shared_ptr<const void> storage_;  // the mapped files, kept alive
+  WType cache_type_ = WType::F32;
   friend struct TransformerLoader;
+  friend struct GgufModelLoader;
 };
 
 }  // namespace dflash

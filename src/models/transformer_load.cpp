@@ -1,7 +1,9 @@
 // Building a Transformer: from a Hugging Face folder, or with random weights of a given shape.
 
+#include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "models/arch/arch_spec.h"
+#include "models/gguf_load.h"
 #include "models/transformer.h"
 #include "models/weight_loader.h"
 #include "util/error.h"
@@ -120,6 +122,7 @@ struct TransformerLoader {
 };
 
 std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& opt) {
+  if (has_gguf_suffix(dir)) return load_gguf_transformer(dir, opt);
   return TransformerLoader::load(dir, opt);
 }
 

@@ -17,6 +17,8 @@ struct SpecialTokens {
   bool add_bos = false;           // tokenizer_config add_bos_token
 };
 
+struct VocabSpec;
+
 class Tokenizer {
  public:
   // tokenizer_config_json may be empty (then no bos/eos/chat template are known).
@@ -25,6 +27,8 @@ class Tokenizer {
                              const std::string& origin = "tokenizer.json");
   // Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json.
   static Tokenizer from_folder(const std::string& dir);
+  // From a GGUF file's tokenizer.ggml.* metadata (gguf_vocab.h).
+  static Tokenizer from_vocab(const VocabSpec& spec, const std::string& origin);
 
   Tokenizer();
   ~Tokenizer();

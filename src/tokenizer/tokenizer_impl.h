@@ -1,5 +1,6 @@
 #pragma once
 // Private state behind dflash::Tokenizer, shared by the loader and the encode/decode code.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -34,6 +35,11 @@ struct TokenizerData {
   // A section of text between raw-matched added tokens.
   void encode_section(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
 };
+
+// The tokenizer.json part alone, from an already split document (also built from GGUF
+// metadata); returns the post-processor's leading special token, if any.
+std::optional<std::string> load_tokenizer_doc(TokenizerData& data, const TokenizerJsonDoc& doc,
+                                              const std::string& origin);
 
 // Parses both files into data (tokenizer_loader.cpp). config_json may be empty.
 void load_tokenizer(TokenizerData& data, std::string_view tokenizer_json,

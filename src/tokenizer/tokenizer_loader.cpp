@@ -156,6 +156,18 @@ void load_tokenizer(TokenizerData& impl, std::string_view tokenizer_json,
                     const std::string& origin, const std::string& config_json,
                     const std::string& config_origin) {
   const TokenizerJsonDoc doc = read_tokenizer_json(tokenizer_json, origin);
+  const std::optional<std::string> template_bos = load_tokenizer_doc(impl, doc, origin);
+  if (config_json.empty()) return;
+  const json cfg = parse_json(config_json, config_origin);
+  try {
+    read_config(impl, cfg, config_origin, template_bos);
+  } catch (const json::exception& e) {
+    throw file_error(config_origin, std::string("unexpected JSON content: ") + e.what());
+  }
+}
+
+std::optional<std::string> load_tokenizer_doc(TokenizerData& impl, const TokenizerJsonDoc& doc,
+                                              const std::string& origin) {
   const json& tj = doc.tree;
   std::optional<std::string> template_bos;
   try {
@@ -174,14 +186,7 @@ void load_tokenizer(TokenizerData& impl, std::string_view tokenizer_json,
   int32_t max_id = impl.model.max_id();
   for (const auto& t : impl.added) max_id = std::max(max_id, t.id);
   impl.vocab_size = max_id + 1;
-
-  if (config_json.empty()) return;
-  const json cfg = parse_json(config_json, config_origin);
-  try {
-    read_config(impl, cfg, config_origin, template_bos);
-  } catch (const json::exception& e) {
-    throw file_error(config_origin, std::string("unexpected JSON content: ") + e.what());
-  }
+  return template_bos;
 }
 
 }  // namespace dflash::tok

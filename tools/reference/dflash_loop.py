@@ -69,8 +69,11 @@ def dflash_generate(target: Transformer, draft: DFlashDraft, prompt, max_tokens,
                 going = emit([int(torch.argmax(logits[-1]))])
                 continue
         sizes.append(B)
-        dl = draft.block_logits(ctx, seq[-1], embed, head, B)
-        block = [seq[-1]] + [int(t) for t in torch.argmax(dl, -1)]
+        if hasattr(draft, "propose_tokens"):  # DFlash2: the candidate selector's greedy walk
+            block = [seq[-1]] + draft.propose_tokens(ctx, seq[-1], embed, head, B)
+        else:
+            dl = draft.block_logits(ctx, seq[-1], embed, head, B)
+            block = [seq[-1]] + [int(t) for t in torch.argmax(dl, -1)]
         logits, feats = target_pass(target, seq[:-1] + block, ids_layers)
         post = [int(t) for t in torch.argmax(logits[start:start + B], -1)]
         a = 0

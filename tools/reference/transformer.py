@@ -91,6 +91,23 @@ class ModelConfig:
             bos_token_id=g("bos_token_id"), eos_token_id=g("eos_token_id"))
 
 
+def quantize_activations(x):
+    """What dflash does to a matmul input when the weights are block-quantized (q8/q4): each
+    row, in blocks of 32, becomes integers round-half-even(x * 127 / max|x|) times max|x| / 127."""
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+    amax = xb.abs().amax(-1, keepdim=True)
+    q = torch.where(amax > 0, torch.round(xb * (127 / amax)), torch.zeros_like(xb)).clamp(-127, 127)
+    return (q * (amax / 127)).reshape(x.shape)
+
+
+class Linear(nn.Linear):
+    """nn.Linear that can emulate the engine's int8 activations (Transformer.act_quant)."""
+    quantize_input = False
+
+    def forward(self, x):
+        return super().forward(quantize_activations(x) if self.quantize_input else x)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim, eps):
         super().__init__()
@@ -109,10 +126,10 @@ class Attention(nn.Module):
         super().__init__()
         h, d = cfg.hidden_size, cfg.head_dim
         self.nh, self.nkv, self.d = cfg.num_attention_heads, cfg.num_key_value_heads, d
-        self.q_proj = nn.Linear(h, self.nh * d, bias=cfg.qkv_bias)
-        self.k_proj = nn.Linear(h, self.nkv * d, bias=cfg.qkv_bias)
-        self.v_proj = nn.Linear(h, self.nkv * d, bias=cfg.qkv_bias)
-        self.o_proj = nn.Linear(self.nh * d, h, bias=cfg.o_bias)
+        self.q_proj = Linear(h, self.nh * d, bias=cfg.qkv_bias)
+        self.k_proj = Linear(h, self.nkv * d, bias=cfg.qkv_bias)
+        self.v_proj = Linear(h, self.nkv * d, bias=cfg.qkv_bias)
+        self.o_proj = Linear(self.nh * d, h, bias=cfg.o_bias)
         if cfg.arch == "qwen3":
             self.q_norm = RMSNorm(d, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(d, cfg.rms_norm_eps)
@@ -140,9 +157,9 @@ class MLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         h, i, b = cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias and cfg.arch == "llama"
-        self.gate_proj = nn.Linear(h, i, bias=b)
-        self.up_proj = nn.Linear(h, i, bias=b)
-        self.down_proj = nn.Linear(i, h, bias=b)
+        self.gate_proj = Linear(h, i, bias=b)
+        self.up_proj = Linear(h, i, bias=b)
+        self.down_proj = Linear(i, h, bias=b)
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -174,6 +191,15 @@ class Transformer(nn.Module):
                                              cfg.max_position_embeddings)
         self.inv_freq, self.attention_factor = inv, attn  # float64, not parameters
 
+    def set_act_quant(self, on):
+        """Emulate the engine's int8 activation path (used with --weights q8/q4) in every
+        linear layer and the output head; the weights themselves are left as they are."""
+        self.act_quant = on
+        for mod in self.modules():
+            if isinstance(mod, Linear):
+                mod.quantize_input = on
+        return self
+
     def output_weight(self):
         return self.embed_tokens.weight if self.cfg.tie_word_embeddings else self.lm_head.weight
 
@@ -189,7 +215,9 @@ class Transformer(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin)
             hidden.append(x)
-        logits = F.linear(self.norm(x), self.output_weight())
+        h = self.norm(x)
+        logits = F.linear(quantize_activations(h) if getattr(self, "act_quant", False) else h,
+                          self.output_weight())
         return (logits, hidden) if return_hidden else logits
 
     @torch.no_grad()

@@ -1,69 +1,367 @@
-// Fast attention: SIMD dot products and value accumulation, parallel over (row, head) pairs.
-// Each (row, head) is computed start to end by one thread in key order, so the result does
-// not depend on how many rows share the call.
+// Fast tiled attention over f32, Q8_0 and Q4_0 KV caches, SIMD through Highway.
+//
+// A task takes a block of query positions and every query head that shares one kv head, and
+// walks the keys in tiles: each key tile is read (and decoded, for quantized caches) once per
+// block instead of once per query row, then used by all the block's rows from L1.
+//
+// Batch invariance: tiles (kTile keys) and chunks (kChunk keys) sit at fixed absolute
+// positions. A row's softmax state over one chunk is built tile by tile in position order
+// with an online-softmax update; chunk states are merged in chunk order. Each step depends on
+// the row's own query and key range only: the other rows of the block, whether chunks of a
+// row are computed by one task or by several (split across threads for short batches), and
+// the thread count cannot change a bit of the result.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/numeric.h"
+
+#ifndef DFLASH_ATTENTION_SHARED
+#define DFLASH_ATTENTION_SHARED
+namespace dflash::attn {
+// Keys per chunk: the unit of work a short batch is split into across threads.
+constexpr int kChunk = 256;
+// Keys per tile: a tile of decoded keys and values stays in L1 (about 16 KiB each).
+inline int tile_keys(int hd) { return hd <= 64 ? 64 : hd <= 128 ? 32 : 16; }
+// Query positions per block: about 64 query rows (positions x heads of one kv head).
+inline int block_positions(int group) { return std::max(1, 64 / std::max(group, 1)); }
+
+// A row's softmax state: running max m, sum l of exp(s - m), and acc = sum exp(s - m) v.
+// Merging b into a is the same function wherever it runs, so a row gets the same bits
+// whether its chunks were merged inside one task or after a split.
+inline void merge_state(float& m, float& l, float* acc, float mb, float lb, const float* accb, int hd) {
+  if (mb == -INFINITY) return;  // b saw no keys
+  if (m == -INFINITY) {
+    m = mb;
+    l = lb;
+    std::memcpy(acc, accb, sizeof(float) * size_t(hd));
+    return;
+  }
+  const float mn = std::max(m, mb);
+  const float sa = std::exp(m - mn), sb = std::exp(mb - mn);
+  l = l * sa + lb * sb;
+  for (int d = 0; d < hd; ++d) acc[d] = acc[d] * sa + accb[d] * sb;
+  m = mn;
+}
+}  // namespace dflash::attn
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace dflash {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+// Capped at 16 lanes so a Q4_0 half-block (16 nibbles) always fills whole vectors.
 using DF = hn::CappedTag<float, 16>;
+using attn::kChunk;
 
-HWY_INLINE float Dot(const float* a, const float* b, int n) {
+// Rows [lo, hi) of one kv head's cache decoded to fp32 at out[(j - ts) * hd].
+template <WType T>
+HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int lo, int hi, float* out) {
   const DF df;
   const int L = int(hn::Lanes(df));
-  auto acc = hn::Zero(df);
-  int i = 0;
-  for (; i + L <= n; i += L) acc = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc);
-  float s = hn::GetLane(hn::SumOfLanes(df, acc));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-HWY_INLINE void Axpy(float alpha, const float* x, float* y, int n) {
-  const DF df;
-  const int L = int(hn::Lanes(df));
-  const auto va = hn::Set(df, alpha);
-  int i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(hn::MulAdd(va, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-
-void AttendOne(const AttentionArgs& a, int i, int h, std::vector<float>& p) {
-  const int group = a.n_heads / a.n_kv_heads;
-  const int hd = a.head_dim;
-  const float* q = a.q + (int64_t(i) * a.n_heads + h) * hd;
-  const float* K = a.k_cache + int64_t(h / group) * a.capacity * hd;
-  const float* V = a.v_cache + int64_t(h / group) * a.capacity * hd;
-  float* o = a.out + (int64_t(i) * a.n_heads + h) * hd;
-  const int b = a.kbeg[i], e = a.kend[i];
-  p.resize(size_t(std::max(0, e - b)));
-  float mx = -INFINITY;
-  for (int j = b; j < e; ++j) {
-    const float s = Dot(q, K + int64_t(j) * hd, hd) * a.scale;
-    p[size_t(j - b)] = s;
-    mx = std::max(mx, s);
+  for (int j = lo; j < hi; ++j) {
+    const uint8_t* row = base + size_t(j) * rb;
+    float* o = out + size_t(j - ts) * hd;
+    if constexpr (T == WType::Q8_0) {
+      const hn::Rebind<int8_t, DF> d8;
+      const hn::Rebind<int32_t, DF> di;
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
+      for (int blk = 0; blk < hd / kQBlock; ++blk) {
+        const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+        for (int j2 = 0; j2 < kQBlock; j2 += L)
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j2))), d), df,
+                     o + blk * kQBlock + j2);
+      }
+    } else {  // Q4_0: element j in the low nibble of byte j, element j+16 in the high nibble
+      const hn::Rebind<uint8_t, DF> d8;
+      const hn::Rebind<uint32_t, DF> du;
+      const hn::Rebind<int32_t, DF> di;
+      const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
+      const auto mask = hn::Set(di, 0xf);
+      const auto eight = hn::Set(di, 8);
+      for (int blk = 0; blk < hd / kQBlock; ++blk) {
+        const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+        for (int j2 = 0; j2 < kQBlock / 2; j2 += L) {
+          const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b[blk].qs + j2)));
+          const auto lo4 = hn::Sub(hn::And(bytes, mask), eight);
+          const auto hi4 = hn::Sub(hn::ShiftRight<4>(bytes), eight);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, lo4), d), df, o + blk * kQBlock + j2);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, hi4), d), df, o + blk * kQBlock + kQBlock / 2 + j2);
+        }
+      }
+    }
   }
-  float sum = 0;
-  for (auto& v : p) sum += (v = std::exp(v - mx));
-  std::fill(o, o + hd, 0.0f);
-  for (int j = b; j < e; ++j) Axpy(p[size_t(j - b)], V + int64_t(j) * hd, o, hd);
-  const float inv = e > b ? 1.0f / sum : 0.0f;
-  for (int d = 0; d < hd; ++d) o[d] *= inv;
 }
 
-void AttendRange(const AttentionArgs& a, int t0, int t1) {
-  thread_local std::vector<float> p;
-  for (int t = t0; t < t1; ++t) AttendOne(a, t / a.n_heads, t % a.n_heads, p);
+#if HWY_TARGET != HWY_SCALAR
+// Adds the 128-bit blocks of v: (B0 + B2) + (B1 + B3) on 512-bit vectors, B0 + B1 on 256.
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> FoldBlocks(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    return FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    return v;
+  }
+}
+
+// Lane sums of a0..a3 as lanes 0..3 of one 128-bit vector. Each sum takes the same tree of
+// additions, ((x0 + x2) + (x1 + x3)) within each block and then across blocks, whichever
+// slot its vector is in: a key's score does not depend on the keys computed beside it.
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(hn::Vec<DF> a0, hn::Vec<DF> a1, hn::Vec<DF> a2, hn::Vec<DF> a3) {
+  const DF df;
+  const hn::Repartition<uint64_t, DF> du;
+  const auto t0 = hn::BitCast(du, hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1)));
+  const auto t1 = hn::BitCast(du, hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3)));
+  const auto s =
+      hn::Add(hn::BitCast(df, hn::InterleaveLower(du, t0, t1)), hn::BitCast(df, hn::InterleaveUpper(du, t0, t1)));
+  return FoldBlocks(df, s);
+}
+
+// s[u][j - ts] = dot(q[u], K[j - ts]) * scale for keys j in [jb, je), NR query rows, four keys
+// at a time. Every dot is one accumulator over head_dim in lane order, then Sum4: the same
+// operations for a given (row, key) whichever rows or keys it is computed beside. Missing
+// keys of a last partial group are zero vectors (no read past the key range).
+template <int NR>
+HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, int jb, int je, float scale, float* s,
+                       int ls) {
+  const DF df;
+  const hn::Full128<float> d4;
+  const int L = int(hn::Lanes(df));
+  const auto vscale = hn::Set(d4, scale);
+  for (int j = jb; j < je; j += 4) {
+    const int nk = std::min(4, je - j);
+    const float* kr[4];
+    for (int x = 0; x < 4; ++x) kr[x] = K + size_t(j + std::min(x, nk - 1) - ts) * hd;
+    hn::Vec<DF> acc[NR][4];
+    for (int u = 0; u < NR; ++u)
+      for (int x = 0; x < 4; ++x) acc[u][x] = hn::Zero(df);
+    for (int c = 0; c < hd; c += L) {
+      hn::Vec<DF> kv[4];
+      for (int x = 0; x < 4; ++x) kv[x] = x < nk ? hn::LoadU(df, kr[x] + c) : hn::Zero(df);
+      for (int u = 0; u < NR; ++u) {
+        const auto qv = hn::LoadU(df, q[u] + c);
+        for (int x = 0; x < 4; ++x) acc[u][x] = hn::MulAdd(qv, kv[x], acc[u][x]);
+      }
+    }
+    for (int u = 0; u < NR; ++u) {
+      const auto sv = hn::Mul(Sum4(acc[u][0], acc[u][1], acc[u][2], acc[u][3]), vscale);
+      if (nk == 4) {
+        hn::StoreU(sv, d4, s + u * ls + j - ts);
+      } else {
+        float tmp[4];
+        hn::StoreU(sv, d4, tmp);
+        for (int x = 0; x < nk; ++x) s[u * ls + j - ts + x] = tmp[x];
+      }
+    }
+  }
+}
+#else
+template <int NR>
+HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, int jb, int je, float scale, float* s,
+                       int ls) {
+  for (int j = jb; j < je; ++j)
+    for (int u = 0; u < NR; ++u) {
+      float a = 0;
+      for (int c = 0; c < hd; ++c) a += q[u][c] * K[size_t(j - ts) * hd + c];
+      s[u * ls + j - ts] = a * scale;
+    }
+}
+#endif
+
+// acc[u] += sum_j p[u][j - ts] * V[j - ts] over keys [jb, je) in order, for NR rows; head_dim
+// in slabs of up to four vectors so the accumulators stay in registers.
+template <int NR>
+HWY_INLINE void AccumulateValues(float* const* acc, const float* p, int ls, const float* V, int hd, int ts, int jb,
+                                 int je) {
+  const DF df;
+  const int L = int(hn::Lanes(df));
+  for (int c0 = 0; c0 < hd; c0 += 4 * L) {
+    const int nv = std::min(4, (hd - c0) / L);
+    hn::Vec<DF> a[NR][4];
+    for (int u = 0; u < NR; ++u)
+      for (int x = 0; x < 4; ++x) a[u][x] = x < nv ? hn::LoadU(df, acc[u] + c0 + x * L) : hn::Zero(df);
+    for (int j = jb; j < je; ++j) {
+      const float* vr = V + size_t(j - ts) * hd + c0;
+      hn::Vec<DF> vv[4];
+      for (int x = 0; x < 4; ++x) vv[x] = x < nv ? hn::LoadU(df, vr + x * L) : hn::Zero(df);
+      for (int u = 0; u < NR; ++u) {
+        const auto pw = hn::Set(df, p[u * ls + j - ts]);
+        for (int x = 0; x < 4; ++x)
+          if (x < nv) a[u][x] = hn::MulAdd(pw, vv[x], a[u][x]);
+      }
+    }
+    for (int u = 0; u < NR; ++u)
+      for (int x = 0; x < nv; ++x) hn::StoreU(a[u][x], df, acc[u] + c0 + x * L);
+  }
+}
+
+// Online-softmax update of NR rows' chunk states with one tile of keys [jb, je) (all NR rows
+// share the key range: they are the heads of one query position).
+template <int NR>
+HWY_INLINE void TileRows(const float* const* q, float* const* acc, float* m, float* l, const float* K,
+                         const float* V, int hd, int T, int ts, int jb, int je, float scale, float* s) {
+  const DF df;
+  const int L = int(hn::Lanes(df));
+  const auto ninf = hn::Set(df, -INFINITY);
+  for (int u = 0; u < NR; ++u)
+    for (int x = 0; x < T; x += L) hn::StoreU(ninf, df, s + u * T + x);
+  Scores<NR>(q, K, hd, ts, jb, je, scale, s, T);
+  for (int u = 0; u < NR; ++u) {
+    float* su = s + u * T;
+    auto mx = ninf;
+    for (int x = 0; x < T; x += L) mx = hn::Max(mx, hn::LoadU(df, su + x));
+    const float mt = hn::GetLane(hn::MaxOfLanes(df, mx));
+    const float mn = std::max(m[u], mt);
+    // Keys outside [jb, je) hold -inf and get weight exactly 0.
+    const auto vmn = hn::Set(df, mn);
+    auto sum = hn::Zero(df);
+    for (int x = 0; x < T; x += L) {
+      const auto pv = hn::Exp(df, hn::Sub(hn::LoadU(df, su + x), vmn));
+      hn::StoreU(pv, df, su + x);
+      sum = hn::Add(sum, pv);
+    }
+    const float lt = hn::GetLane(hn::SumOfLanes(df, sum));
+    if (m[u] == -INFINITY) {
+      l[u] = lt;
+    } else {
+      const float alpha = std::exp(m[u] - mn);
+      l[u] = l[u] * alpha + lt;
+      const auto va = hn::Set(df, alpha);
+      for (int d = 0; d < hd; d += L) hn::StoreU(hn::Mul(hn::LoadU(df, acc[u] + d), va), df, acc[u] + d);
+    }
+    m[u] = mn;
+  }
+  AccumulateValues<NR>(acc, s, T, V, hd, ts, jb, je);
+}
+
+struct Scratch {
+  std::vector<float> kf, vf, s, m, l, acc, cm, cl, cacc;
+};
+
+// Softmax states of the rows of positions [i0, i1) x the heads of kv head g over chunk c:
+// cm/cl/cacc[r], r = (i - i0) * group + head within the group. Returns false if no row of the
+// block has a key in the chunk.
+template <WType T>
+bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, Scratch& w) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, Tk = attn::tile_keys(hd);
+  const int R = (i1 - i0) * group;
+  const size_t rb = row_bytes(a.kv_type, hd);
+  const uint8_t* Kb = static_cast<const uint8_t*>(a.k_cache) + size_t(g) * size_t(a.capacity) * rb;
+  const uint8_t* Vb = static_cast<const uint8_t*>(a.v_cache) + size_t(g) * size_t(a.capacity) * rb;
+  const int cs = c * kChunk, ce = cs + kChunk;
+  int ulo = ce, uhi = cs;  // union of the block's key ranges within the chunk
+  for (int i = i0; i < i1; ++i) {
+    const int jb = std::max(cs, a.kbeg[i]), je = std::min(ce, a.kend[i]);
+    if (jb < je) ulo = std::min(ulo, jb), uhi = std::max(uhi, je);
+  }
+  if (ulo >= uhi) return false;
+  w.cm.assign(size_t(R), -INFINITY);
+  w.cl.assign(size_t(R), 0.0f);
+  w.cacc.assign(size_t(R) * hd, 0.0f);
+  if (T != WType::F32) {
+    w.kf.resize(size_t(Tk) * hd);
+    w.vf.resize(size_t(Tk) * hd);
+  }
+  w.s.resize(size_t(4) * Tk);
+  for (int ts = cs; ts < ce; ts += Tk) {
+    const int te = ts + Tk;
+    const int lo = std::max(ts, ulo), hi = std::min(te, uhi);
+    if (lo >= hi) continue;
+    const float *K, *V;
+    if constexpr (T == WType::F32) {
+      K = reinterpret_cast<const float*>(Kb) + size_t(ts) * hd;
+      V = reinterpret_cast<const float*>(Vb) + size_t(ts) * hd;
+    } else {
+      DecodeRows<T>(Kb, rb, hd, ts, lo, hi, w.kf.data());
+      DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
+      K = w.kf.data();
+      V = w.vf.data();
+    }
+    for (int i = i0; i < i1; ++i) {
+      const int jb = std::max(ts, a.kbeg[i]), je = std::min(te, a.kend[i]);
+      if (jb >= je) continue;
+      for (int h0 = 0; h0 < group; h0 += 4) {
+        const int nr = std::min(4, group - h0);
+        const float* q[4];
+        float* acc[4];
+        const int r0 = (i - i0) * group + h0;
+        for (int u = 0; u < nr; ++u) {
+          q[u] = a.q + (int64_t(i) * a.n_heads + int64_t(g) * group + h0 + u) * hd;
+          acc[u] = w.cacc.data() + size_t(r0 + u) * hd;
+        }
+        float* m = w.cm.data() + r0;
+        float* l = w.cl.data() + r0;
+        switch (nr) {
+          case 1: TileRows<1>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
+          case 2: TileRows<2>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
+          case 3: TileRows<3>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
+          default: TileRows<4>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// One task: kv head g, positions [i0, i1), chunks [c0, c1). With `part` null the task covers
+// every chunk of its rows and writes the normalized output; otherwise it stores each chunk's
+// states at part[((i * n_heads + h) * n_chunks + c - c_base) * (hd + 2)] = {m, l, acc...}.
+template <WType T>
+void BlockTask(const AttentionArgs& a, int g, int i0, int i1, int c0, int c1, float* part, int c_base,
+               int n_chunks) {
+  thread_local Scratch w;
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, R = (i1 - i0) * group;
+  const size_t stride = size_t(hd) + 2;
+  if (!part) {
+    w.m.assign(size_t(R), -INFINITY);
+    w.l.assign(size_t(R), 0.0f);
+    w.acc.assign(size_t(R) * hd, 0.0f);
+  }
+  for (int c = c0; c < c1; ++c) {
+    const bool any = ChunkStates<T>(a, g, i0, i1, c, w);
+    for (int r = 0; r < R; ++r) {
+      const float cm = any ? w.cm[size_t(r)] : -INFINITY;
+      if (part) {
+        const int i = i0 + r / group, h = g * group + r % group;
+        float* p = part + (size_t(i * a.n_heads + h) * size_t(n_chunks) + size_t(c - c_base)) * stride;
+        p[0] = cm;
+        if (cm != -INFINITY) {
+          p[1] = w.cl[size_t(r)];
+          std::memcpy(p + 2, w.cacc.data() + size_t(r) * hd, sizeof(float) * size_t(hd));
+        }
+      } else if (cm != -INFINITY) {
+        attn::merge_state(w.m[size_t(r)], w.l[size_t(r)], w.acc.data() + size_t(r) * hd, cm, w.cl[size_t(r)],
+                          w.cacc.data() + size_t(r) * hd, hd);
+      }
+    }
+  }
+  if (part) return;
+  for (int r = 0; r < R; ++r) {
+    const int i = i0 + r / group, h = g * group + r % group;
+    float* o = a.out + (int64_t(i) * a.n_heads + h) * hd;
+    const float inv = a.kbeg[i] < a.kend[i] ? 1.0f / w.l[size_t(r)] : 0.0f;
+    const float* acc = w.acc.data() + size_t(r) * hd;
+    for (int d = 0; d < hd; ++d) o[d] = a.kbeg[i] < a.kend[i] ? acc[d] * inv : 0.0f;
+  }
+}
+
+void BlockTaskDispatch(const AttentionArgs& a, int g, int i0, int i1, int c0, int c1, float* part, int c_base,
+                       int n_chunks) {
+  switch (a.kv_type) {
+    case WType::Q8_0: return BlockTask<WType::Q8_0>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
+    case WType::Q4_0: return BlockTask<WType::Q4_0>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
+    default: return BlockTask<WType::F32>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
+  }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -72,18 +370,62 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace dflash {
-HWY_EXPORT(AttendRange);
+HWY_EXPORT(BlockTaskDispatch);
 
 void attention(const AttentionArgs& a, ThreadPool* pool) {
-  const int total = a.n_q * a.n_heads;
-  const int threads = pool ? pool->size() : 1;
-  const int per = std::max(1, total / (threads * 4));
-  const int tasks = (total + per - 1) / per;
-  auto fn = [&](int t) { HWY_DYNAMIC_DISPATCH(AttendRange)(a, t * per, std::min(total, (t + 1) * per)); };
+  if (a.n_q <= 0) return;
+  const int group = a.n_heads / a.n_kv_heads, hd = a.head_dim;
+  // The SIMD path needs whole vectors along head_dim (every shipped shape has a multiple of
+  // 16); others take the reference, which is batch invariant too (one row at a time).
+  if (hd % 16 != 0) return ref::attention(a);
+  const int P = std::min(a.n_q, attn::block_positions(group));
+  const int n_blocks = (a.n_q + P - 1) / P;
+  int kmin = INT_MAX, kmax = 0;
   int64_t work = 0;  // multiply-adds, to keep tiny attention calls on the calling thread
-  for (int i = 0; i < a.n_q; ++i) work += int64_t(a.kend[i] - a.kbeg[i]) * a.n_heads * a.head_dim;
-  if (pool && work >= (int64_t(1) << 19)) pool->parallel_for(tasks, fn);
-  else for (int t = 0; t < tasks; ++t) fn(t);
+  for (int i = 0; i < a.n_q; ++i) {
+    if (a.kbeg[i] < a.kend[i]) kmin = std::min(kmin, a.kbeg[i]), kmax = std::max(kmax, a.kend[i]);
+    work += int64_t(std::max(0, a.kend[i] - a.kbeg[i])) * a.n_heads * hd;
+  }
+  const int c_lo = kmax > kmin ? kmin / attn::kChunk : 0;
+  const int c_hi = kmax > kmin ? (kmax + attn::kChunk - 1) / attn::kChunk : c_lo + 1;
+  const int threads = pool ? pool->size() : 1;
+  const bool parallel = pool && threads > 1 && work >= (int64_t(1) << 19);
+  const int tasks_unsplit = a.n_kv_heads * n_blocks;
+  // Few blocks (decode, short verify): split the keys by chunk so every thread has work.
+  const bool split = parallel && tasks_unsplit < 2 * threads && c_hi - c_lo > 1;
+  if (!split) {
+    auto fn = [&](int t) {
+      const int g = t % a.n_kv_heads, b = t / a.n_kv_heads;
+      const int i0 = b * P, i1 = std::min(a.n_q, i0 + P);
+      HWY_DYNAMIC_DISPATCH(BlockTaskDispatch)(a, g, i0, i1, c_lo, c_hi, nullptr, 0, 0);
+    };
+    if (parallel) pool->parallel_for(tasks_unsplit, fn);
+    else for (int t = 0; t < tasks_unsplit; ++t) fn(t);
+    return;
+  }
+  const int nc = c_hi - c_lo;
+  const size_t stride = size_t(hd) + 2;
+  thread_local std::vector<float> part;
+  part.resize(size_t(a.n_q) * a.n_heads * size_t(nc) * stride);
+  float* const pp = part.data();  // workers must not name the thread_local: they have their own
+  auto fn = [&](int t) {
+    const int c = t % nc, rest = t / nc, g = rest % a.n_kv_heads, b = rest / a.n_kv_heads;
+    const int i0 = b * P, i1 = std::min(a.n_q, i0 + P);
+    HWY_DYNAMIC_DISPATCH(BlockTaskDispatch)(a, g, i0, i1, c_lo + c, c_lo + c + 1, pp, c_lo, nc);
+  };
+  pool->parallel_for(tasks_unsplit * nc, fn);
+  for (int i = 0; i < a.n_q; ++i)
+    for (int h = 0; h < a.n_heads; ++h) {
+      float m = -INFINITY, l = 0;
+      float* o = a.out + (int64_t(i) * a.n_heads + h) * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (int c = 0; c < nc; ++c) {
+        const float* p = pp + (size_t(i * a.n_heads + h) * size_t(nc) + size_t(c)) * stride;
+        attn::merge_state(m, l, o, p[0], p[1], p + 2, hd);
+      }
+      const float inv = a.kbeg[i] < a.kend[i] ? 1.0f / l : 0.0f;
+      for (int d = 0; d < hd; ++d) o[d] = a.kbeg[i] < a.kend[i] ? o[d] * inv : 0.0f;
+    }
 }
 
 }  // namespace dflash

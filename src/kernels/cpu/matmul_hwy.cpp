@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
 #include "kernels/numeric.h"
 
@@ -131,6 +132,7 @@ void MatmulRangeDispatch(const float* x, int M, const WeightMatrix& w, float* y,
     case WType::BF16: return MatmulRange<WType::BF16>(x, M, w, y, n0, n1);
     case WType::Q8_0: return MatmulRange<WType::Q8_0>(x, M, w, y, n0, n1);
     case WType::Q4_0: return MatmulRange<WType::Q4_0>(x, M, w, y, n0, n1);
+    default: return;  // Q4_K, Q6_K: int8 path only
   }
 }
 
@@ -146,6 +148,7 @@ HWY_EXPORT(MatmulRangeDispatch);
 HWY_EXPORT(TargetName);
 
 void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool) {
+  if (uses_int8_path(w.type)) return qmatmul(x, M, w, y, pool);
   // Chunks of weight rows small enough to stay in L2 while every activation row passes over
   // them; the split never cuts a reduction, so it cannot change any result.
   const int64_t rb = int64_t(row_bytes(w.type, w.cols));

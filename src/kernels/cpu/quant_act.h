@@ -1,0 +1,60 @@
+#pragma once
+// The integer matmul path for the block-quantized weight formats (Q8_0, Q4_0, Q4_K, Q6_K).
+//
+// Each activation row is quantized on the fly to int8 blocks of 32 with one fp32 scale per
+// block (d = max|x| / 127, q = round-to-nearest-even(x * 127 / max|x|)), so a block's product
+// with a weight block is an exact integer. The fp32 part is fixed by this definition, shared
+// by the fast kernel and its reference twin, which is why they agree bit for bit:
+//   term(b)  = the block's integer sum times its scales, per format:
+//              Q8_0, Q4_0: float(isum) * (dw * dx)
+//              Q4_K:       float(sc * isum) * (d * dx) - float(m * xsum) * (dmin * dx)
+//              Q6_K:       float(sum over both 16-halves of sc * isum16) * (d * dx)
+//   acc[j]   = sum of term(b) over blocks b = j (mod 8), in increasing b, starting at +0
+//   y        = ((acc0 + acc1) + (acc2 + acc3)) + ((acc4 + acc5) + (acc6 + acc7))
+// Nothing here depends on the batch size or the thread split, so batch invariance holds.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/weight_matrix.h"
+#include "util/thread_pool.h"
+
+namespace dflash {
+
+constexpr int kActGroup = 8;  // blocks of 32 per accumulator set (one k-quant super-block)
+
+// Quantized activation rows, K padded with zeros to a multiple of 256 (Kp).
+struct QuantActs {
+  int rows = 0;
+  int64_t K = 0, Kp = 0;
+  std::vector<int8_t> q;     // [rows][Kp]
+  std::vector<float> d;      // [rows][Kp / 32] block scales
+  std::vector<int32_t> s;    // [rows][Kp / 32] block sums of q
+  std::vector<int16_t> s16;  // [rows][Kp / 16] sums of q over 16 (Q6_K's scale granularity)
+  void resize(int m, int64_t k);
+  const int8_t* qrow(int r) const { return q.data() + size_t(r) * size_t(Kp); }
+  const float* drow(int r) const { return d.data() + size_t(r) * size_t(Kp / 32); }
+  const int32_t* srow(int r) const { return s.data() + size_t(r) * size_t(Kp / 32); }
+  const int16_t* s16row(int r) const { return s16.data() + size_t(r) * size_t(Kp / 16); }
+};
+
+inline bool uses_int8_path(WType t) {
+  return t == WType::Q8_0 || t == WType::Q4_0 || t == WType::Q4_K || t == WType::Q6_K;
+}
+
+// Fast (SIMD) and reference activation quantization; bitwise identical.
+void quantize_acts(const float* x, int M, int64_t K, QuantActs& out);
+// matmul() for the int8 formats: quantizes x, then splits the weight rows over the pool.
+void qmatmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool);
+// y[m][n] for n in [n0, n1) from already quantized activations (fast kernel, one thread).
+void qmatmul_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1);
+
+namespace ref {
+void quantize_acts(const float* x, int M, int64_t K, QuantActs& out);
+void qmatmul(const QuantActs& a, int M, const WeightMatrix& w, float* y);
+}  // namespace ref
+
+// Which SIMD target the int8 kernel dispatched to (it may include targets the float kernel's
+// translation unit does not, e.g. AVX3_DL for VNNI).
+const char* qmatmul_target_name();
+
+}  // namespace dflash

@@ -1,0 +1,280 @@
+// GGUF -> Transformer. Tensors whose type the kernels read (F32, F16, BF16, Q8_0, Q4_0) stay
+// in the mapping; only a different --weights, or llama's q/k row order, costs a copy.
+#include "models/gguf_load.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/numeric.h"
+#include "models/arch/arch_spec.h"
+#include "util/error.h"
+
+namespace dflash {
+
+namespace {
+
+bool wtype_of(uint32_t ggml, WType& out) {
+  switch (GgmlType(ggml)) {
+    case GgmlType::F32: out = WType::F32; return true;
+    case GgmlType::F16: out = WType::F16; return true;
+    case GgmlType::BF16: out = WType::BF16; return true;
+    case GgmlType::Q8_0: out = WType::Q8_0; return true;
+    case GgmlType::Q4_0: out = WType::Q4_0; return true;
+    default: return false;
+  }
+}
+
+std::string ne_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+class GgufWeights {
+ public:
+  explicit GgufWeights(const GgufFile& f) : f_(f) {}
+
+  const GgufTensor& get(const std::string& name, std::vector<int64_t> ne) const {
+    const GgufTensor* t = f_.tensor(name);
+    if (!t) throw file_error(f_.path(), "missing tensor '" + name + "'");
+    // A trailing 1 is how some writers spell a vector or matrix; ignore it.
+    std::vector<int64_t> have = t->ne;
+    while (have.size() > ne.size() && have.back() == 1) have.pop_back();
+    if (have != ne)
+      throw file_error(f_.path(), "tensor '" + name + "' has shape " + ne_str(t->ne) + " (innermost first), expected " +
+                                      ne_str(ne) + " from the metadata");
+    WType w;
+    if (!wtype_of(t->type, w))
+      throw file_error(f_.path(), "tensor '" + name + "' has type " + ggml_type_name(t->ggml()) + " (" +
+                                      std::to_string(t->type) + "), which is unsupported (supported: F32, F16, BF16, Q8_0, Q4_0)");
+    return *t;
+  }
+
+  // rows x cols; `qk_head_dim` > 0 undoes llama.cpp's per-head q/k row order.
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
+                      int64_t qk_head_dim = 0) const {
+    const GgufTensor& t = get(name, {cols, rows});
+    WType src;
+    wtype_of(t.type, src);
+    WeightMatrix view;
+    view.type = src;
+    view.rows = rows;
+    view.cols = cols;
+    view.data = t.data;
+    const WType dst = type.value_or(src);
+    if (dst == src && qk_head_dim == 0) return view;
+    if ((dst == WType::Q8_0 || dst == WType::Q4_0) && cols % kQBlock != 0)
+      throw file_error(f_.path(), "tensor '" + name + "' has " + std::to_string(cols) +
+                                      " columns, not a multiple of 32: cannot store it as " + wtype_name(dst));
+    WeightMatrix w;
+    w.type = dst;
+    w.rows = rows;
+    w.cols = cols;
+    const size_t rb = row_bytes(dst, cols);
+    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
+    std::vector<float> tmp(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t sr = qk_head_dim ? llama_qk_gguf_row(r, qk_head_dim) : r;
+      if (dst == src) {
+        std::memcpy(buf.get() + size_t(r) * rb, view.row(sr), rb);
+      } else {
+        dequantize_row(view, sr, tmp.data());
+        quantize_row(tmp.data(), cols, dst, buf.get() + size_t(r) * rb);
+      }
+    }
+    w.data = buf.get();
+    w.owner = buf;
+    return w;
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t n) const {
+    const GgufTensor& t = get(name, {n});
+    WType src;
+    wtype_of(t.type, src);
+    if (src != WType::F32 && src != WType::F16 && src != WType::BF16)
+      throw file_error(f_.path(), "tensor '" + name + "' is a vector stored as " + ggml_type_name(t.ggml()) +
+                                      " (vectors must be F32, F16 or BF16)");
+    WeightMatrix view;
+    view.type = src;
+    view.rows = 1;
+    view.cols = n;
+    view.data = t.data;
+    std::vector<float> v(static_cast<size_t>(n));
+    dequantize_row(view, 0, v.data());
+    return v;
+  }
+
+ private:
+  const GgufFile& f_;
+};
+
+int need_int(const GgufFile& f, const std::string& key) {
+  auto v = f.get_int(key);
+  if (!v) throw file_error(f.path(), "missing metadata key '" + key + "'");
+  if (*v <= 0 || *v > (1 << 24)) throw file_error(f.path(), "metadata key '" + key + "' must be a positive integer");
+  return int(*v);
+}
+
+std::optional<int32_t> opt_id(const GgufFile& f, const std::string& key) {
+  auto v = f.get_int(key);
+  if (!v) return std::nullopt;
+  if (*v < 0 || *v > INT32_MAX) throw file_error(f.path(), "metadata key '" + key + "' is out of range");
+  return int32_t(*v);
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const GgufFile& f) {
+  const auto arch = f.get_string("general.architecture");
+  if (!arch) throw file_error(f.path(), "missing metadata key 'general.architecture'");
+  ModelConfig c;
+  c.arch = find_arch_by_model_type(*arch);
+  if (!c.arch)
+    throw file_error(f.path(), "unknown architecture '" + *arch + "' (supported from GGUF: qwen3, qwen2, llama)");
+  c.architecture = c.arch->hf_name;
+  const std::string a = *arch + ".";
+  c.hidden = need_int(f, a + "embedding_length");
+  c.n_layers = need_int(f, a + "block_count");
+  c.n_heads = need_int(f, a + "attention.head_count");
+  c.n_kv_heads = f.find(a + "attention.head_count_kv") ? need_int(f, a + "attention.head_count_kv") : c.n_heads;
+  c.head_dim = f.find(a + "attention.key_length") ? need_int(f, a + "attention.key_length") : c.hidden / c.n_heads;
+  if (f.find(a + "attention.value_length") && need_int(f, a + "attention.value_length") != c.head_dim)
+    throw file_error(f.path(), "attention.value_length differs from attention.key_length (not supported)");
+  c.ffn = need_int(f, a + "feed_forward_length");
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw file_error(f.path(), "attention.head_count must be a multiple of attention.head_count_kv");
+  if (c.head_dim % 2 != 0) throw file_error(f.path(), "attention.key_length must be even for RoPE");
+  c.rms_eps = f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-6);
+  c.rope_theta = f.get_float(a + "rope.freq_base").value_or(10000.0);
+  c.max_position = f.find(a + "context_length") ? need_int(f, a + "context_length") : 4096;
+  const std::string st = f.get_string(a + "rope.scaling.type").value_or("none");
+  if (st == "linear" || st == "yarn") {
+    c.rope_scaling.type = st;
+    c.rope_scaling.factor = f.get_float(a + "rope.scaling.factor").value_or(1.0);
+    if (st == "yarn") {
+      c.rope_scaling.original_max_position = f.get_float(a + "rope.scaling.original_context_length").value_or(c.max_position);
+      c.rope_scaling.attention_factor = f.get_float(a + "rope.scaling.attn_factor")
+          .value_or(c.rope_scaling.factor <= 1 ? 1.0 : 0.1 * std::log(c.rope_scaling.factor) + 1.0);
+    }
+  } else if (st != "none") {
+    throw file_error(f.path(), "unsupported rope.scaling.type '" + st + "' (supported: none, linear, yarn)");
+  }
+  const GgufTensor* emb = f.tensor("token_embd.weight");
+  if (!emb) throw file_error(f.path(), "missing tensor 'token_embd.weight'");
+  if (emb->ne.size() < 2 || emb->ne[1] > (1 << 24)) throw file_error(f.path(), "tensor 'token_embd.weight' is not a matrix");
+  c.vocab = int(emb->ne[1]);
+  c.tie_embeddings = f.tensor("output.weight") == nullptr;
+  c.attention_bias = c.arch->qkv_bias || f.tensor("blk.0.attn_q.bias") != nullptr;
+  if (auto e = opt_id(f, "tokenizer.ggml.eos_token_id")) c.eos_ids.push_back(*e);
+  if (auto e = opt_id(f, "tokenizer.ggml.eot_token_id"); e && (c.eos_ids.empty() || c.eos_ids[0] != *e))
+    c.eos_ids.push_back(*e);
+  if (auto b = opt_id(f, "tokenizer.ggml.bos_token_id")) c.bos_id = *b;
+  return c;
+}
+
+struct GgufModelLoader {
+  static std::unique_ptr<Transformer> load(const std::string& path, const LoadOptions& opt) {
+    auto file = std::make_shared<GgufFile>(path);
+    auto m = std::make_unique<Transformer>();
+    m->cfg_ = gguf_model_config(*file);
+    m->storage_ = file;
+    const ModelConfig& c = m->cfg_;
+    GgufWeights L(*file);
+    const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    const int64_t qk_perm = c.arch->model_type == "llama" ? c.head_dim : 0;
+    m->embed_ = L.matrix("token_embd.weight", c.vocab, H, std::nullopt);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const std::string lp = "blk." + std::to_string(l) + ".";
+      LayerWeights w;
+      w.wq = L.matrix(lp + "attn_q.weight", qd, H, opt.weights, qk_perm);
+      w.wk = L.matrix(lp + "attn_k.weight", kvd, H, opt.weights, qk_perm);
+      w.wv = L.matrix(lp + "attn_v.weight", kvd, H, opt.weights);
+      w.wo = L.matrix(lp + "attn_output.weight", H, qd, opt.weights);
+      w.gate = L.matrix(lp + "ffn_gate.weight", c.ffn, H, opt.weights);
+      w.up = L.matrix(lp + "ffn_up.weight", c.ffn, H, opt.weights);
+      w.down = L.matrix(lp + "ffn_down.weight", H, c.ffn, opt.weights);
+      w.attn_norm = L.vector(lp + "attn_norm.weight", H);
+      w.ffn_norm = L.vector(lp + "ffn_norm.weight", H);
+      if (c.arch->qk_norm) {
+        w.q_norm = L.vector(lp + "attn_q_norm.weight", c.head_dim);
+        w.k_norm = L.vector(lp + "attn_k_norm.weight", c.head_dim);
+      }
+      if (c.attention_bias) {
+        w.bq = L.vector(lp + "attn_q.bias", qd);
+        w.bk = L.vector(lp + "attn_k.bias", kvd);
+        w.bv = L.vector(lp + "attn_v.bias", kvd);
+        if (qk_perm) {  // biases follow their rows
+          auto unperm = [&](std::vector<float>& b) {
+            std::vector<float> o(b.size());
+            for (size_t r = 0; r < b.size(); ++r) o[r] = b[size_t(llama_qk_gguf_row(int64_t(r), qk_perm))];
+            b = std::move(o);
+          };
+          unperm(w.bq);
+          unperm(w.bk);
+        }
+      }
+      m->layers_.push_back(std::move(w));
+    }
+    m->final_norm_ = L.vector("output_norm.weight", H);
+    m->lm_head_ = c.tie_embeddings ? L.matrix("token_embd.weight", c.vocab, H, opt.weights)
+                                   : L.matrix("output.weight", c.vocab, H, opt.weights);
+    m->inv_freq_ = rope_inv_freq(c);
+    // llama3-style scaling travels as per-pair frequency divisors.
+    if (file->tensor("rope_freqs.weight")) {
+      const auto ff = L.vector("rope_freqs.weight", c.head_dim / 2);
+      for (size_t i = 0; i < ff.size(); ++i) {
+        if (!(ff[i] > 0)) throw file_error(path, "tensor 'rope_freqs.weight' holds a non-positive factor");
+        m->inv_freq_[i] /= double(ff[i]);
+      }
+    }
+    if (opt.populate) {
+      volatile uint8_t sink = 0;
+      for (const auto& t : file->tensors())
+        for (size_t i = 0; i < t.nbytes; i += 4096) sink = sink + t.data[i];
+    }
+    return m;
+  }
+};
+
+std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, const LoadOptions& opt) {
+  return GgufModelLoader::load(path, opt);
+}
+
+VocabSpec gguf_vocab_spec(const GgufFile& f) {
+  VocabSpec v;
+  auto model = f.get_string("tokenizer.ggml.model");
+  if (!model) throw file_error(f.path(), "no tokenizer in this GGUF (missing 'tokenizer.ggml.model')");
+  v.model = *model;
+  v.pre = f.get_string("tokenizer.ggml.pre").value_or("default");
+  auto strings = [&](const std::string& key, std::vector<std::string>& out, bool required) {
+    const GgufValue* a = f.find(key);
+    if (!a) {
+      if (required) throw file_error(f.path(), "missing metadata key '" + key + "'");
+      return;
+    }
+    if (!a->is_array_of(GgufValueType::STRING)) throw file_error(f.path(), "metadata key '" + key + "' must be an array of strings");
+    out.reserve(a->items.size());
+    for (const auto& x : a->items) out.push_back(x.s);
+  };
+  strings("tokenizer.ggml.tokens", v.tokens, true);
+  strings("tokenizer.ggml.merges", v.merges, false);
+  if (const GgufValue* a = f.find("tokenizer.ggml.token_type")) {
+    if (a->type != GgufValueType::ARRAY || (!a->items.empty() && !a->items[0].is_int()))
+      throw file_error(f.path(), "metadata key 'tokenizer.ggml.token_type' must be an array of integers");
+    for (const auto& x : a->items) v.token_types.push_back(int32_t(x.i));
+  }
+  v.bos = opt_id(f, "tokenizer.ggml.bos_token_id");
+  v.eos = opt_id(f, "tokenizer.ggml.eos_token_id");
+  v.eot = opt_id(f, "tokenizer.ggml.eot_token_id");
+  v.pad = opt_id(f, "tokenizer.ggml.padding_token_id");
+  v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token");
+  v.chat_template = f.get_string("tokenizer.chat_template").value_or("");
+  return v;
+}
+
+Tokenizer load_gguf_tokenizer(const std::string& path) {
+  const GgufFile f(path);
+  return Tokenizer::from_vocab(gguf_vocab_spec(f), path);
+}
+
+}  // namespace dflash

@@ -1,0 +1,50 @@
+#include "models/kv_cache.h"
+
+#include <cstring>
+
+#include "util/error.h"
+
+namespace dflash {
+
+bool kv_type_supported(WType t) { return t == WType::F32 || t == WType::Q8_0 || t == WType::Q4_0; }
+
+WType parse_kv_type(const std::string& s) {
+  if (s == "f32") return WType::F32;
+  if (s == "q8" || s == "q8_0") return WType::Q8_0;
+  if (s == "q4" || s == "q4_0") return WType::Q4_0;
+  throw Error("unknown KV cache type '" + s + "' (expected f32, q8 or q4)");
+}
+
+KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type)
+    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity), type_(type) {
+  if (!kv_type_supported(type)) throw Error(std::string("KV cache type ") + wtype_name(type) + " is not supported");
+  if (type != WType::F32 && head_dim % kQBlock != 0)
+    throw Error("a " + std::string(wtype_name(type)) + " KV cache needs head_dim to be a multiple of 32 (it is " +
+                std::to_string(head_dim) + ")");
+  row_bytes_ = dflash::row_bytes(type, head_dim);
+  k_.resize(size_t(n_layers) * layer_bytes());
+  v_.resize(k_.size());
+}
+
+void KVCache::store(int layer, const float* k, const float* v, int pos0, int n) {
+  const int hd = head_dim_, kvd = n_kv_heads_ * hd;
+  uint8_t* kc = this->k(layer);
+  uint8_t* vc = this->v(layer);
+  for (int i = 0; i < n; ++i)
+    for (int kh = 0; kh < n_kv_heads_; ++kh) {
+      const size_t dst = (size_t(kh) * size_t(capacity_) + size_t(pos0 + i)) * row_bytes_;
+      const size_t src = size_t(i) * kvd + size_t(kh) * hd;
+      // Each row is quantized on its own, so a row's bytes do not depend on the call's batch.
+      quantize_row(k + src, hd, type_, kc + dst);
+      quantize_row(v + src, hd, type_, vc + dst);
+    }
+}
+
+void KVCache::bind(int layer, AttentionArgs& a) const {
+  a.k_cache = k(layer);
+  a.v_cache = v(layer);
+  a.capacity = capacity_;
+  a.kv_type = type_;
+}
+
+}  // namespace dflash
