@@ -89,20 +89,9 @@ double time_forward(const Transformer& m, int K, int ctx_len, ThreadPool& pool, 
   return best;
 }
 
-std::vector<std::vector<int32_t>> load_prompts(const std::string& path, const Tokenizer& tok, bool chat) {
-  auto j = read_json_file(path);
-  std::vector<std::vector<int32_t>> out;
-  for (auto& p : j) {
-    if (!p.is_string()) throw file_error(path, "prompts must be a JSON list of strings");
-    const std::string s = p.get<std::string>();
-    out.push_back(tok.encode(chat ? simple_chat_prompt(s, false) : s));
-  }
-  return out;
-}
-
 }  // namespace
 
-void run_dflash_bench(const DflashBenchOptions& o) {
+nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   const std::string dir = resolve_model_dir(o.model);
   LoadOptions lo;
   lo.weights = parse_weights_option(o.weights);
@@ -220,7 +209,9 @@ void run_dflash_bench(const DflashBenchOptions& o) {
       std::printf("  %-10s B=%-2d tau %.2f -> predicted %.2fx, measured %.2fx\n", row["regime"].get<std::string>().c_str(),
                   B, d["tau"].get<double>(), pred, d["speedup"].get<double>());
     }
-  if (o.json) std::puts(nlohmann::json{{"regimes", rows}, {"cost_model", cost}}.dump(2).c_str());
+  nlohmann::json doc{{"regimes", rows}, {"cost_model", cost}};
+  if (o.json) std::puts(doc.dump(2).c_str());
+  return doc;
 }
 
 }  // namespace dflash::cli

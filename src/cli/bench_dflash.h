@@ -2,6 +2,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace dflash::cli {
 
 struct DflashBenchOptions {
@@ -13,6 +15,7 @@ struct DflashBenchOptions {
 
 // Plain vs DFlash decoding on the same prompts in one run, per regime and block size, plus the
 // measured cost model (target forward of K rows relative to one, draft time per block).
-void run_dflash_bench(const DflashBenchOptions& o);
+// Returns {regimes, cost_model} (what --json prints; `bench --plot` draws it).
+nlohmann::json run_dflash_bench(const DflashBenchOptions& o);
 
 }  // namespace dflash::cli

@@ -10,6 +10,9 @@
 #include "cli/bandwidth.h"
 #include "cli/bench_dflash.h"
 #include "cli/bench_kv.h"
+#include "cli/bench_llamacpp.h"
+#include "cli/bench_shapes.h"
+#include "cli/svg_plot.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "decoding/generator.h"
@@ -17,11 +20,10 @@
 #include "kernels/kernels.h"
 #include "models/arch/arch_spec.h"
 #include "util/error.h"
+#include "util/peak_rss.h"
 #include "util/timer.h"
 
 namespace dflash::cli {
-
-namespace {
 
 ModelConfig shape_config(const std::string& name) {
   ModelConfig c;
@@ -32,6 +34,9 @@ ModelConfig shape_config(const std::string& name) {
   if (name == "qwen2.5-0.5b") {
     c.arch = find_arch_by_hf_name("Qwen2ForCausalLM");
     c.hidden = 896, c.n_layers = 24, c.n_heads = 14, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 4864;
+  } else if (name == "qwen2.5-1.5b") {
+    c.arch = find_arch_by_hf_name("Qwen2ForCausalLM");
+    c.hidden = 1536, c.n_layers = 28, c.n_heads = 12, c.n_kv_heads = 2, c.head_dim = 128, c.ffn = 8960;
   } else if (name == "qwen3-1.7b") {
     c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
     c.hidden = 2048, c.n_layers = 28, c.n_heads = 16, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 6144;
@@ -39,20 +44,17 @@ ModelConfig shape_config(const std::string& name) {
     c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
     c.hidden = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 512, c.vocab = 4096;
   } else {
-    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen3-1.7b, tiny)");
+    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny)");
   }
   c.architecture = c.arch->hf_name;
   c.attention_bias = c.arch->qkv_bias;
   return c;
 }
 
-const int kCurveK[] = {1, 2, 4, 5, 8, 16, 32};
-
-struct Row {
-  std::string model, weights;
-  double prefill_tok_s = 0, decode_tok_s = 0, weight_gb = 0, roof = 0;
-  std::vector<double> forward_s, bound_s;  // per kCurveK
-};
+namespace {
+const std::vector<int>& kCurveK = curve_k();
+using Row = BenchRow;
+}  // namespace
 
 // Multiply-adds per second of the int8 kernel on weights that stay in cache (32 activation
 // rows, all threads): the compute roof of a forward of many tokens in that format.
@@ -71,9 +73,10 @@ double measure_int8_rate(WType t, ThreadPool& pool) {
   return double(M) * N * K / best;
 }
 
+namespace {
 // Seconds of one forward of K tokens after `ctx` tokens of context (best of 3), per kCurveK.
 std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ctx) {
-  const int V = m.config().vocab, kmax = kCurveK[std::size(kCurveK) - 1];
+  const int V = m.config().vocab, kmax = kCurveK.back();
   std::vector<int32_t> ids(size_t(ctx + kmax));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919 + 13) % size_t(V));
   KVCache cache = m.make_cache(ctx + kmax);
@@ -102,6 +105,8 @@ std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ct
   return out;
 }
 
+}  // namespace
+
 Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens, ThreadPool& pool,
               double bw, double int8_rate) {
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
@@ -129,10 +134,10 @@ Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens,
   const double macs = double(m.weight_bytes()) / bytes_per_weight;
   for (int K : kCurveK)
     r.bound_s.push_back(std::max(double(m.weight_bytes()) / bw, int8_rate > 0 ? macs * K / int8_rate : 0.0));
+  const int64_t rss = peak_rss_bytes();
+  r.peak_rss_mb = rss < 0 ? -1 : double(rss) / (1 << 20);
   return r;
 }
-
-}  // namespace
 
 void add_bench_command(CLI::App& app) {
   struct Opts {
@@ -140,18 +145,25 @@ void add_bench_command(CLI::App& app) {
     std::vector<std::string> weights{"bf16", "q8", "q4"};
     std::string model;
     int threads = 0, prompt_tokens = 512, gen_tokens = 64;
-    bool json = false;
+    bool json = false, vs_llamacpp = false;
+    std::string plot, json_out, plot_from;
     DflashBenchOptions spec;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Prefill/decode speed and bandwidth-roof fraction");
-  sub->add_option("--shape", o->shapes, "qwen2.5-0.5b, qwen3-1.7b, tiny (random weights)")->delimiter(',');
+  sub->add_option("--shape", o->shapes, "qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny (random weights)")->delimiter(',');
   sub->add_option("--model", o->model, "Benchmark this model folder instead of random shapes");
-  sub->add_option("--weights", o->weights, "Weight formats to compare")->delimiter(',');
+  auto* weights_opt = sub->add_option("--weights", o->weights, "Weight formats to compare")->delimiter(',');
   sub->add_option("--threads", o->threads);
   sub->add_option("--prompt-tokens", o->prompt_tokens)->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--gen-tokens", o->gen_tokens)->check(CLI::Range(2, 1 << 20));
+  auto* gen_opt = sub->add_option("--gen-tokens", o->gen_tokens)->check(CLI::Range(2, 1 << 20));
   sub->add_flag("--json", o->json);
+  sub->add_flag("--vs-llamacpp", o->vs_llamacpp,
+                "Same GGUF file in dflash and llama.cpp (node-llama-cpp), side by side (default --weights q8,q4, "
+                "--gen-tokens 128; --model takes a .gguf file)");
+  sub->add_option("--plot", o->plot, "Write an SVG picture of the cost curve / block-size sweep here");
+  sub->add_option("--json-out", o->json_out, "Also write the JSON result here (and the SVG beside it unless --plot)");
+  sub->add_option("--plot-from", o->plot_from, "Only redraw --plot FILE.svg from a saved --json-out file");
   sub->add_option("--draft", o->spec.draft, "DFlash draft: compare plain and speculative decoding instead");
   sub->add_option("--draft2", o->spec.draft2, "With --draft: a second draft (e.g. DFlash2) on the same prompts");
   sub->add_option("--block-sizes", o->spec.block_sizes, "With --draft: block sizes to compare")->delimiter(',');
@@ -170,7 +182,20 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--context", kv->context, "With --cache-type: tokens of context (default 4096)")
       ->check(CLI::Range(1, 1 << 22));
   sub->add_option("--rounds", kv->rounds, "With --cache-type: rounds, best kept (default 3)")->check(CLI::Range(1, 100));
-  sub->callback([o, kv] {
+  sub->callback([o, kv, weights_opt, gen_opt] {
+    auto save = [o](const nlohmann::json& doc) { save_bench_outputs(doc, o->json_out, o->plot); };
+    if (!o->plot_from.empty()) return replot_bench(o->plot_from, o->plot);
+    if (o->vs_llamacpp) {  // bench_llamacpp.cpp
+      LlamaBenchOptions lo;
+      lo.shapes = o->shapes;
+      if (weights_opt->count()) lo.weights = o->weights;
+      lo.model = o->model;
+      lo.threads = o->threads;
+      lo.prompt_tokens = o->prompt_tokens;
+      if (gen_opt->count()) lo.gen_tokens = o->gen_tokens;
+      lo.json = o->json;
+      return save(run_llamacpp_bench(lo));
+    }
     if (!kv->cache_types.empty()) {  // KV cache formats side by side (bench_kv.cpp)
       ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
       std::fprintf(stderr, "threads %d, SIMD %s\n", pool.size(), simd_target_name());
@@ -188,7 +213,7 @@ void add_bench_command(CLI::App& app) {
       o->spec.threads = o->threads;
       o->spec.json = o->json;
       if (o->weights.size() == 1) o->spec.weights = o->weights[0];
-      return run_dflash_bench(o->spec);
+      return save(run_dflash_bench(o->spec));
     }
     ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
     const double bw = measure_read_bandwidth(pool);
@@ -211,11 +236,13 @@ void add_bench_command(CLI::App& app) {
         LoadOptions lo;
         lo.weights = wt;
         lo.populate = true;  // page faults are not what we measure
+        reset_peak_rss();
         auto m = Transformer::load(o->model, lo);
         rows.push_back(bench_one(o->model, *m, o->prompt_tokens, o->gen_tokens, pool, bw, r8));
         continue;
       }
       for (const auto& s : o->shapes) {
+        reset_peak_rss();
         auto m = Transformer::random(shape_config(s), wt, 1);
         rows.push_back(bench_one(s, *m, o->prompt_tokens, o->gen_tokens, pool, bw, r8));
       }
@@ -233,15 +260,16 @@ void add_bench_command(CLI::App& app) {
                      {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
                      {"weight_gb_per_token", r.weight_gb}, {"bandwidth_gb_s", bw / 1e9}, {"roof_fraction", r.roof},
                      {"int8_gmac_s", rate.count(wt) ? rate[wt] / 1e9 : 0.0},
-                     {"forward_ms", fw}, {"bound_ms", bd}});
+                     {"forward_ms", fw}, {"bound_ms", bd}, {"peak_rss_mb", r.peak_rss_mb}});
       }
       std::puts(j.dump(2).c_str());
       return;
     }
-    std::printf("%-14s %-6s %12s %12s %10s %8s\n", "model", "format", "prefill t/s", "decode t/s", "GB/token", "roof");
+    std::printf("%-14s %-6s %12s %12s %10s %8s %13s\n", "model", "format", "prefill t/s", "decode t/s", "GB/token", "roof",
+                "peak RSS MiB");
     for (auto& r : rows)
-      std::printf("%-14s %-6s %12.1f %12.2f %10.3f %7.0f%%\n", r.model.c_str(), r.weights.c_str(), r.prefill_tok_s,
-                  r.decode_tok_s, r.weight_gb, r.roof * 100);
+      std::printf("%-14s %-6s %12.1f %12.2f %10.3f %7.0f%% %13.0f\n", r.model.c_str(), r.weights.c_str(), r.prefill_tok_s,
+                  r.decode_tok_s, r.weight_gb, r.roof * 100, r.peak_rss_mb);
     std::printf("\nforward of K tokens: ms (x K=1) | physical bound ms (x K=1 bound)\n%-14s %-6s", "model", "format");
     for (int K : kCurveK) std::printf(" %21s", ("K=" + std::to_string(K)).c_str());
     std::printf("\n");

@@ -4,48 +4,67 @@
 //
 //   node tools/bench/llamacpp_peer.mjs continue --model F.gguf --ids 1,2,3 --n 16 [--threads T]
 //   node tools/bench/llamacpp_peer.mjs bench --model F.gguf [--threads T] [--pp 512] [--tg 128]
-//        [--batches 1,2,4,5,8,16,32] [--reps 3]
+//        [--batches 1,2,4,5,8,16,32] [--ctx 128] [--reps 3]
 // No download and no build: getLlama({build: "never"}) uses the installed binary or fails.
-import { getLlama } from "node-llama-cpp";
+// Written against node-llama-cpp 3.22.1 (LlamaContextSequence.evaluate,
+// evaluateWithoutGeneratingNewTokens, controlledEvaluate, eraseContextTokenRanges, clearHistory).
+const NPM_INSTALL =
+  "npm install --ignore-scripts --omit=optional node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1";
 
 function parseArgs(argv) {
-  const o = { mode: argv[0], threads: 2, n: 16, pp: 512, tg: 128, batches: "1,2,4,5,8,16,32", reps: 3 };
+  const o = { mode: argv[0], threads: 2, n: 16, pp: 512, tg: 128, ctx: 128, batches: "1,2,4,5,8,16,32", reps: 3 };
   for (let i = 1; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, ""), v = argv[i + 1];
     if (v === undefined) throw new Error(`missing value for ${argv[i]}`);
-    o[k] = ["threads", "n", "pp", "tg", "reps"].includes(k) ? Number(v) : v;
+    o[k] = ["threads", "n", "pp", "tg", "ctx", "reps"].includes(k) ? Number(v) : v;
   }
   if (!o.model) throw new Error("--model is required");
+  if (!(o.threads >= 1)) throw new Error("--threads must be >= 1");
   return o;
 }
 
 const now = () => Number(process.hrtime.bigint()) / 1e6;
 
+async function loadLlamaPackage() {
+  try {
+    return await import("node-llama-cpp");
+  } catch (e) {
+    if (e && (e.code === "ERR_MODULE_NOT_FOUND" || e.code === "MODULE_NOT_FOUND"))
+      throw new Error(`node-llama-cpp is not installed; in the dflash source folder run: ${NPM_INSTALL}`);
+    throw e;
+  }
+}
+
 async function main() {
   const o = parseArgs(process.argv.slice(2));
-  const llama = await getLlama({ gpu: false, build: "never", logLevel: "error" });
+  const { getLlama } = await loadLlamaPackage();
+  // maxThreads caps the instance (its CPU default is max(math cores, 4)); the context asks for
+  // exactly o.threads (ideal and min), so both engines compute with the same thread count.
+  const llama = await getLlama({ gpu: false, build: "never", logLevel: "error", maxThreads: o.threads });
   const model = await llama.loadModel({ modelPath: o.model, useMmap: false, gpuLayers: 0 });
+  const threads = { ideal: o.threads, min: o.threads };
   if (o.mode === "continue") {
     const ids = o.ids.split(",").filter((s) => s.length).map(Number);
-    const context = await model.createContext({ contextSize: Math.max(256, ids.length + o.n + 8), threads: o.threads, batchSize: 512, sequences: 1 });
+    const context = await model.createContext({ contextSize: Math.max(256, ids.length + o.n + 8), threads, batchSize: 512, sequences: 1 });
     const seq = context.getSequence();
     const out = [];
-    // No sampling options: temperature 0 (greedy) is the default; no repeat penalty is applied.
-    for await (const t of seq.evaluate(ids, { temperature: 0 })) {
+    // Greedy (temperature 0), no repeat penalty; an end-of-generation token is yielded and the
+    // generation goes on, as `dflash generate --ignore-eos` does.
+    for await (const t of seq.evaluate(ids, { temperature: 0, yieldEogToken: true })) {
       out.push(t);
       if (out.length >= o.n) break;
     }
-    console.log(JSON.stringify({ ids: out }));
+    console.log(JSON.stringify({ ids: out, threads_used: context.currentThreads }));
     await context.dispose();
   } else if (o.mode === "bench") {
     const batches = o.batches.split(",").map(Number);
     const maxB = Math.max(...batches);
     const context = await model.createContext({
-      contextSize: o.pp + o.tg + maxB + 64, threads: { ideal: o.threads, min: o.threads }, batchSize: Math.max(o.pp, maxB), sequences: 1,
+      contextSize: Math.max(o.pp + o.tg, o.ctx + maxB) + 64, threads, batchSize: Math.max(o.pp, maxB), sequences: 1,
     });
     const seq = context.getSequence();
     const prompt = Array.from({ length: o.pp }, (_, i) => (i * 7919 + 13) % 1000);
-    // Warm-up, then the timed prefill of pp tokens.
+    // Warm-up, then the timed prefill of pp tokens (logits of the last row only, as dflash's prefill).
     await seq.evaluateWithoutGeneratingNewTokens(prompt.slice(0, 16));
     await seq.clearHistory();
     let t0 = now();
@@ -54,30 +73,40 @@ async function main() {
     // Generation of tg tokens after the prompt (greedy; one token per forward).
     let n = 0;
     t0 = now();
-    for await (const _t of seq.evaluate([prompt[o.pp - 1]], { temperature: 0 })) {
+    for await (const _t of seq.evaluate([prompt[o.pp - 1]], { temperature: 0, yieldEogToken: true })) {
       if (++n >= o.tg) break;
     }
     const tgMs = now() - t0;
-    // Forward of K rows on top of the same context: verification cost of a block of K.
+    // Forward of K rows after o.ctx tokens of context: the verification cost of a block of K.
+    // forward_ms: every row's next token (a verify needs them all), as dflash's curve computes
+    // every row's logits; forward_last_ms: the last row's logits only.
     await seq.clearHistory();
-    await seq.evaluateWithoutGeneratingNewTokens(prompt.slice(0, 64));
-    const forward = {};
+    await seq.evaluateWithoutGeneratingNewTokens(prompt.slice(0, o.ctx));
+    const base = seq.nextTokenIndex;
+    const forward = {}, forwardLast = {};
+    const median = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
     for (const b of batches) {
-      const times = [];
+      const all = [], last = [];
       for (let r = 0; r < o.reps + 1; ++r) {
         const rows = Array.from({ length: b }, (_, i) => (i * 31 + r * 7 + 5) % 1000);
-        const t = now();
+        let t = now();
+        await seq.controlledEvaluate(rows.map((tok) => [tok, { generateNext: { token: true } }]));
+        const dtAll = now() - t;
+        await seq.eraseContextTokenRanges([{ start: base, end: base + b }]);
+        t = now();
         await seq.evaluateWithoutGeneratingNewTokens(rows);
-        const dt = now() - t;
-        await seq.eraseContextTokenRanges([{ start: 64, end: 64 + b }]);
-        if (r > 0) times.push(dt);  // the first is a warm-up
+        const dtLast = now() - t;
+        await seq.eraseContextTokenRanges([{ start: base, end: base + b }]);
+        if (seq.nextTokenIndex !== base) throw new Error(`context did not roll back (${seq.nextTokenIndex} != ${base})`);
+        if (r > 0) all.push(dtAll), last.push(dtLast);  // the first is a warm-up
       }
-      times.sort((a, c) => a - c);
-      forward[String(b)] = times[Math.floor(times.length / 2)];
+      forward[String(b)] = median(all);
+      forwardLast[String(b)] = median(last);
     }
     console.log(JSON.stringify({
-      engine: "llama.cpp (node-llama-cpp)", threads: o.threads, pp512_tok_s: (o.pp * 1000) / ppMs, tg128_tok_s: (o.tg * 1000) / tgMs,
-      forward_ms: forward,
+      engine: "llama.cpp (node-llama-cpp)", threads: o.threads, threads_used: context.currentThreads,
+      pp512_tok_s: (o.pp * 1000) / ppMs, tg128_tok_s: (o.tg * 1000) / tgMs, context_tokens: o.ctx,
+      forward_ms: forward, forward_last_ms: forwardLast,
     }));
     await context.dispose();
   } else {

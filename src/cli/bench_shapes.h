@@ -1,0 +1,37 @@
+#pragma once
+// The pieces of `dflash bench` that the llama.cpp comparison (bench_llamacpp.cpp) reuses:
+// the random model shapes and the measurement of one model (cmd_bench.cpp).
+#include <string>
+#include <vector>
+
+#include "kernels/weight_matrix.h"
+#include "models/model_config.h"
+#include "models/transformer.h"
+#include "util/thread_pool.h"
+
+namespace dflash::cli {
+
+// qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny; throws dflash::Error for other names.
+ModelConfig shape_config(const std::string& name);
+
+// Batch sizes of the verification cost curve (forward of K tokens).
+inline const std::vector<int>& curve_k() {
+  static const std::vector<int> k{1, 2, 4, 5, 8, 16, 32};
+  return k;
+}
+
+struct BenchRow {
+  std::string model, weights;
+  double prefill_tok_s = 0, decode_tok_s = 0, weight_gb = 0, roof = 0;
+  double peak_rss_mb = -1;  // since the caller's reset_peak_rss() before loading; -1 if unknown
+  std::vector<double> forward_s, bound_s;  // per curve_k()
+};
+
+// int8 multiply-adds/s of the block-quantized kernel on cache-resident weights.
+double measure_int8_rate(WType t, ThreadPool& pool);
+// Prefill of prompt_tokens, decode of gen_tokens, forward of K tokens after min(prompt, 128)
+// tokens of context, decode roof fraction and physical bound per K.
+BenchRow bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens,
+                   ThreadPool& pool, double bw, double int8_rate);
+
+}  // namespace dflash::cli
