@@ -48,6 +48,8 @@ REPO = os.path.dirname(TOOLS)
 sys.path.insert(0, TOOLS)
 from reference import rope as rope_mod  # noqa: E402
 from reference.dflash_draft import DFlashDraft, load_draft, save_draft  # noqa: E402
+from reference.dflash2_draft import (DFlash2Draft, Draft2Config, load_draft2,  # noqa: E402
+                                     save_draft2)
 from reference.dflash_loop import dflash_generate, tau  # noqa: E402
 from reference.transformer import load_hf_folder  # noqa: E402
 from make_draft import draft_config  # noqa: E402
@@ -272,6 +274,10 @@ class CachedTarget:
         return logits, torch.cat([hidden[i] for i in self.ids], -1)
 
 
+def is_v2(draft):
+    return hasattr(draft, "candidate_selector")
+
+
 @torch.no_grad()
 def fast_dflash_generate(target, draft, prompt, max_tokens, B, eos_ids=()):
     """The loop of reference/dflash_loop.dflash_generate with KV caches (target) and
@@ -297,7 +303,11 @@ def fast_dflash_generate(target, draft, prompt, max_tokens, B, eos_ids=()):
         toks = torch.tensor(draft.block_tokens(seq[-1], B))
         x = F.embedding(toks, embed)[None]
         h = draft.hidden(ctx[None], torch.arange(start)[None], x, torch.arange(start, start + B)[None])
-        block = [seq[-1]] + [int(v) for v in torch.argmax(F.linear(h[0, 1:], head), -1)]
+        if is_v2(draft):  # DFlash2: the candidate selector's greedy walk over the top-k
+            hb = h[0, 1:]
+            block = [seq[-1]] + draft.walk(seq[-1], hb, draft.logits_of(hb, head))[0]
+        else:
+            block = [seq[-1]] + [int(v) for v in torch.argmax(F.linear(h[0, 1:], head), -1)]
         logits, feats = ct.forward(block, start)
         post = [int(v) for v in torch.argmax(logits, -1)]
         a = 0
@@ -351,14 +361,70 @@ def init_from_target(draft, target):
     copied = 0
     with torch.no_grad():
         for layer, src in zip(dl, sd_t):
-            own = layer.state_dict()
+            # DFlash2 layers: the v1 part only (the convolutions have no target counterpart)
+            own = {k: v for k, v in layer.state_dict().items() if "_conv." not in k}
             if all(k in src and src[k].shape == v.shape for k, v in own.items()):
-                layer.load_state_dict({k: src[k].to(v.dtype) for k, v in own.items()})
+                layer.load_state_dict({k: src[k].to(v.dtype) for k, v in own.items()},
+                                      strict=False)
                 copied += 1
         H, k = draft.cfg.hidden_size, len(draft.cfg.target_layer_ids)
         eye = torch.eye(H) / k
         draft.fc.weight.copy_(torch.cat([eye] * k, 1) + 0.02 * torch.randn(H, k * H) / math.sqrt(H))
     return copied
+
+
+V2_PREFIXES = ("candidate_selector.",)
+
+
+def is_v2_param(name):
+    return name.startswith(V2_PREFIXES) or "_conv." in name
+
+
+@torch.no_grad()
+def init_v2_parts(draft, seed, codebook_std=0.1):
+    """The DFlash2 additions start neutral: convolutions = identity (base tap 0 = 1, other
+    taps and the dynamic projection 0), so the layers compute what the v1 layers compute;
+    the selector's codebooks small and random (all-zero codebooks would be a saddle with
+    zero gradient), so its edge scores start near 0 and the walk near the argmax."""
+    g = torch.Generator().manual_seed(seed + 2000)
+    for name, p in draft.named_parameters():
+        if name.endswith("base_kernel"):
+            p.zero_()
+            p[:, 0] = 1.0
+        elif name.endswith("kernel_projection.weight"):
+            p.zero_()
+        elif name.endswith("_codebook"):
+            p.copy_(codebook_std * torch.randn(p.shape, generator=g))
+        elif name == "candidate_selector.hidden_projection.weight":
+            p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
+
+
+def init_from_draft(draft, src_dir, n_target_layers):
+    """Copy every tensor of the draft folder src_dir (v1 or v2) whose name and shape match;
+    returns the names copied."""
+    with open(os.path.join(src_dir, "config.json")) as f:
+        v2 = "DFlash2DraftModel" in (json.load(f).get("architectures") or [])
+    _, src = (load_draft2 if v2 else load_draft)(src_dir, n_target_layers)
+    sd, own = src.state_dict(), draft.state_dict()
+    take = {k: sd[k].to(v.dtype) for k, v in own.items() if k in sd and sd[k].shape == v.shape}
+    draft.load_state_dict(take, strict=False)
+    return sorted(take)
+
+
+def block_valid(nb, B, K):
+    """bool [nb*B, K]: row t - tap is in t's own block (BlockConv.apply's `valid`)."""
+    j = torch.arange(nb * B) % B
+    return j[:, None] - torch.arange(K)[None, :] >= 0
+
+
+def selector_scores(draft, h, logits, prev, k):
+    """Candidates [.., k] (top-k of the logits, no gradient through the choice) and their
+    scores logit + edge(prev, hidden_projection(h), cand), as the walk computes them."""
+    cs = draft.candidate_selector
+    cand = torch.topk(logits.detach(), k, -1).indices
+    hp = cs.hidden_projection(h)
+    edge = cs.edge(prev, hp.float(), cand)
+    return cand, logits.gather(-1, cand) + edge
 
 
 def block_batch(rows, preds, starts, B, mask_id, labels="target"):
@@ -381,19 +447,24 @@ def block_batch(rows, preds, starts, B, mask_id, labels="target"):
 
 
 def draft_loss(draft, target, taps, rows, preds, starts, B, weights, labels, amp, logp=None,
-               kd=0.0):
+               kd=0.0, sel_weight=1.0):
     """Weighted cross-entropy on the hard labels, plus kd * cross-entropy against the
     target's own distribution at the same positions (soft labels carry more signal per
     block than the argmax alone). Returns (loss, mean accepted length, per-row hit rate)."""
     toks, pos, mask, lab = block_batch(rows, preds, starts, B, draft.cfg.mask_token_id, labels)
     N, T = rows.shape
     nb = starts.shape[1]
+    v2 = is_v2(draft)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
         ctx = draft.context(taps)
         x = F.embedding(toks, target.embed_tokens.weight)
-        h = draft.hidden(ctx, torch.arange(T).expand(N, -1), x, pos, mask)
+        if v2:
+            valid = block_valid(nb, B, draft.cfg2.conv_kernel_size).expand(N, -1, -1)
+            h = draft.hidden(ctx, torch.arange(T).expand(N, -1), x, pos, mask, valid)
+        else:
+            h = draft.hidden(ctx, torch.arange(T).expand(N, -1), x, pos, mask)
         h = h.view(N, nb, B, -1)[:, :, 1:]
-        logits = F.linear(h, target.output_weight())
+        logits = draft.logits_of(h, target.output_weight()) if v2 else F.linear(h, target.output_weight())
     logits = logits.float()
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1), reduction="none")
     ce = ce.view(N, nb, B - 1)
@@ -404,6 +475,21 @@ def draft_loss(draft, target, taps, rows, preds, starts, B, weights, labels, amp
         ce = ce + kd * soft
     loss = (ce * weights).sum(-1).mean() / weights.sum()
     hit = (logits.argmax(-1) == lab)
+    if v2:
+        # Selector: the walk picks row j's token among the top-k by logit + edge score with
+        # the token picked for row j-1. Acceptance only goes on while every earlier pick was
+        # the label, so the previous token is the label of row j-1 (the anchor for row 1):
+        # cross-entropy over the k candidates towards the label, where it is among them.
+        # With that prev, a hit of the selector's argmax on rows 1..j is exactly the walk
+        # accepting j tokens, so `acc` below is the DFlash2 accepted length.
+        prev = torch.cat([toks.view(N, nb, B)[:, :, :1], lab[:, :, :-1]], -1)
+        cand, score = selector_scores(draft, h.float(), logits, prev, draft.cfg2.selector_top_k)
+        inside = cand == lab[..., None]
+        has = inside.any(-1)
+        sce = F.cross_entropy(score.reshape(-1, score.shape[-1]), inside.long().argmax(-1).reshape(-1),
+                              reduction="none").view(N, nb, B - 1) * has
+        loss = loss + sel_weight * (sce * weights).sum(-1).mean() / weights.sum()
+        hit = cand.gather(-1, score.argmax(-1, keepdim=True))[..., 0] == lab
     # accepted length if the labels are what the target verifies: leading run of hits
     acc = hit.long().cumprod(-1).sum(-1).double().mean()
     return loss, float(acc), hit.double().mean(0).mean(0)
@@ -440,7 +526,9 @@ def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=
 def evaluate_saved(a, target, streams, eos_ids, n_target_layers):
     """Held-out tau of the draft folder a.out (bf16-rounded weights, as an engine loads it),
     separately for chat generation prompts and raw source prefixes, and pooled."""
-    _, saved = load_draft(a.out, n_target_layers)
+    with open(os.path.join(a.out, "config.json")) as f:
+        v2 = "DFlash2DraftModel" in (json.load(f).get("architectures") or [])
+    _, saved = (load_draft2 if v2 else load_draft)(a.out, n_target_layers)
     prompts = prompt_pool(streams, "heldout", np.random.default_rng([a.seed, 99]), a.eval_prompts)
     n_chat = a.eval_prompts // 2 if streams.get("chat_heldout_prompt_ends") is not None else 0
     blocks = [int(x) for x in a.eval_blocks.split(",") if x]
@@ -469,6 +557,17 @@ def main():
     ap.add_argument("--ffn", type=int)
     ap.add_argument("--mask-token-id", type=int)
     ap.add_argument("--init", choices=["target", "random"], default="target")
+    ap.add_argument("--arch", choices=["dflash", "dflash2"], default="dflash",
+                    help="dflash2: DFlash2DraftModel (block convolutions + candidate selector)")
+    ap.add_argument("--init-from", help="draft folder (v1 or v2) whose matching tensors start "
+                    "the draft; its config sets the v1 shape (layers, taps, mask, heads...)")
+    ap.add_argument("--base-lr", type=float, help="peak lr of the tensors taken from --init-from "
+                    "(default --lr); the new ones use --lr")
+    ap.add_argument("--conv-kernel", type=int, default=2)
+    ap.add_argument("--conv-group", type=int, default=16)
+    ap.add_argument("--selector-rank", type=int, default=64)
+    ap.add_argument("--top-k", type=int, default=16)
+    ap.add_argument("--sel-weight", type=float, default=1.0, help="weight of the selector's loss")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--time-budget", type=float, default=0, help="seconds; also ends training")
     ap.add_argument("--batch", type=int, default=8, help="rows per step")
@@ -516,14 +615,34 @@ def main():
     # shapes default to the target's, so that its layers can initialise the draft's
     heads = a.heads or tcfg.num_attention_heads
     kv = a.kv_heads or (tcfg.num_key_value_heads if heads == tcfg.num_attention_heads else heads)
-    cfg = draft_config(tcfg, a.layers, a.block_size, ids, heads, kv, a.head_dim or tcfg.head_dim,
-                       a.ffn or tcfg.intermediate_size, a.mask_token_id, tcfg.rope_theta, a.target)
-    draft = DFlashDraft(cfg)
-    copied = init_from_target(draft, target) if a.init == "target" else 0
+    if a.init_from:  # the v1 shape is the source draft's
+        with open(os.path.join(a.init_from, "config.json")) as f:
+            src = json.load(f)
+        v1 = dict(src, architectures=["DFlashDraftModel"])
+        v1.pop("layer_types", None)
+        from reference.dflash_draft import DraftConfig
+        cfg = DraftConfig.from_hf(v1, tcfg.num_hidden_layers)
+        cfg.block_size = a.block_size
+    else:
+        cfg = draft_config(tcfg, a.layers, a.block_size, ids, heads, kv, a.head_dim or tcfg.head_dim,
+                           a.ffn or tcfg.intermediate_size, a.mask_token_id, tcfg.rope_theta, a.target)
+    if a.arch == "dflash2":
+        cfg2 = Draft2Config(base=cfg, conv_kernel_size=a.conv_kernel, conv_group_size=a.conv_group,
+                            selector_rank=a.selector_rank, selector_top_k=a.top_k)
+        draft = DFlash2Draft(cfg2)
+        init_v2_parts(draft, a.seed)
+    else:
+        draft = DFlashDraft(cfg)
+    reused = set()
+    if a.init_from:
+        reused = set(init_from_draft(draft, a.init_from, tcfg.num_hidden_layers))
+        how = f"{len(reused)} tensors from {a.init_from}"
+    else:
+        how = f"{init_from_target(draft, target) if a.init == 'target' else 0} layers copied from the target"
     n_params = sum(p.numel() for p in draft.parameters())
-    print(f"draft: {cfg.num_hidden_layers} layers, taps {cfg.target_layer_ids}, mask "
+    print(f"draft ({a.arch}): {cfg.num_hidden_layers} layers, taps {cfg.target_layer_ids}, mask "
           f"{cfg.mask_token_id}, {n_params} params ({2 * n_params / 2**20:.2f} MiB bf16), "
-          f"{copied} layers copied from the target", flush=True)
+          f"{how}", flush=True)
 
     streams = load_corpus(a.corpus, a.target)
     if a.eval_only:
@@ -553,10 +672,13 @@ def main():
 
     decay = a.decay or (B - 1)
     weights = torch.exp(-torch.arange(B - 1, dtype=torch.float32) / decay)
-    decay_p = [p for n, p in draft.named_parameters() if p.dim() == 2]
-    other = [p for n, p in draft.named_parameters() if p.dim() != 2]
-    opt = torch.optim.AdamW([{"params": decay_p, "weight_decay": a.wd},
-                             {"params": other, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+    groups = []
+    for old in (False, True):  # new tensors at --lr, those from --init-from at --base-lr
+        named = [(n, p) for n, p in draft.named_parameters() if (n in reused) == old]
+        mult = (a.base_lr or a.lr) / a.lr if old else 1.0
+        groups += [{"params": [p for n, p in named if p.dim() == 2], "weight_decay": a.wd, "mult": mult},
+                   {"params": [p for n, p in named if p.dim() != 2], "weight_decay": 0.0, "mult": mult}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=a.lr, betas=(0.9, 0.95))
     amp = not a.no_amp
     log, step, t_train = [], 0, time.time()
 
@@ -594,9 +716,9 @@ def main():
         pr = progress()
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(pr, 1))))
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g["mult"]
         loss, acc, _ = draft_loss(draft, target, taps, rows, preds, starts, B, weights, a.labels,
-                                  amp, logp, a.kd)
+                                  amp, logp, a.kd, a.sel_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -612,7 +734,10 @@ def main():
             print(json.dumps(rec), flush=True)
     train_s = round(time.time() - t_start)
     print(f"trained {step} steps in {train_s}s", flush=True)
-    save_draft(a.out, draft, dtype=a.dtype, write_ids=True)
+    if is_v2(draft):
+        save_draft2(a.out, draft, dtype=a.dtype)
+    else:
+        save_draft(a.out, draft, dtype=a.dtype, write_ids=True)
     summary = {"steps": step, "train_s": train_s, "last": log[-1] if log else None,
                "args": vars(a)}
     with open(os.path.join(a.out, "training_log.json"), "w") as f:

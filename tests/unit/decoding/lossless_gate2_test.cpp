@@ -1,13 +1,15 @@
 // The lossless gate for DFlash2 drafts: greedy output with the candidate selector proposing
 // tokens is token-for-token plain greedy decoding, for 20 prompts x block sizes 2, 4, 8, 16 x
-// prefill chunk sizes 1, 7, 64, 512 x bf16 and q4, on a random DFlash2 draft (sliding
-// window, softcap, output multiplier, embedding scale) of the random test target.
+// prefill chunk sizes 1, 7, 64, 512 x bf16 and q4, on the shipped demo DFlash2 draft
+// (models/demo/draft2, trained) and on a random DFlash2 draft (sliding window, softcap,
+// output multiplier, embedding scale) of the random test target.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "decoding/speculative.h"
 #include "models/dflash2_draft.h"
+#include "tokenizer/tokenizer.h"
 #include "util/mapped_file.h"
 
 using namespace dflash;
@@ -68,6 +70,29 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
 }
 
 }  // namespace
+
+TEST(LosslessGate2, DemoPair) {
+  const std::string t = kSrc + "/models/demo/target", d = kSrc + "/models/demo/draft2";
+  ASSERT_TRUE(file_exists(t + "/model.safetensors") && file_exists(d + "/model.safetensors"))
+      << "the shipped demo target / DFlash2 draft is missing under models/demo";
+  Tokenizer tok = Tokenizer::from_folder(t);
+  const char* texts[] = {
+      "def parse_args(", "import os\n\nclass ", "    def __init__(self, ", "for i in range(",
+      "\"\"\"Return the", "if __name__ == '__main__':\n", "    return ", "def _check_", "try:\n    import ",
+      "class Error(Exception):\n", "    @property\n    def ", "with open(", "def __repr__(self):\n",
+      "# Copyright", "    raise ValueError(", "lines = [", "def main():\n    ", "elif ", "self.assert",
+      "<|im_start|>user\nWrite a function that adds two numbers.<|im_end|>\n<|im_start|>assistant\n"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* s : texts) prompts.push_back(tok.encode(s));
+  GateResult r;
+  gate(t, d, prompts, 40, r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(20 * 4 * 4 * 2, r.runs);
+  EXPECT_GT(r.blocks, r.runs);
+  // The trained selector must be accepted far above chance, or this gate would only exercise
+  // rejection.
+  EXPECT_GT(double(r.accepted) / double(r.drafted), 0.03);
+}
 
 TEST(LosslessGate2, RandomPair) {
   const std::string t = kSrc + "/tests/data/random_pair/target", d = kSrc + "/tests/data/random_pair2/draft";
