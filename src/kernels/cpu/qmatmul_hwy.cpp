@@ -7,6 +7,9 @@
 // folded into one 8-lane fp32 accumulator per row, lane j holding acc[j] of the definition.
 // Highway 1.0 has no int8 dot-product op, so on x86 the dot products are intrinsics inside
 // Highway's per-target compilation; other targets compute the same integers with plain code.
+// Q8_0 and Q4_0 on AVX3_DL skip the L1 staging and keep the decoded group in registers
+// (QRangeDirect below): at decode (M = 1) the staging and scalar f16 scales cost more than
+// the dot products themselves.
 #define HWY_WANT_AVX3_DL  // VNNI
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/qmatmul_hwy.cpp"
@@ -286,8 +289,132 @@ HWY_INLINE void GroupAccumulate(const Group& G, const int8_t* x, const float* dx
 
 constexpr int kRowsPerPass = 32;
 
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------------------
+// Q8_0 / Q4_0 on AVX3_DL: the group's weights go straight from the loaded row bytes into
+// four 512-bit registers, each holding two blocks in the byte order of the activation row
+// (so x is read as it is stored). This skips the Group staging in L1, converts the eight
+// f16 scales with one F16C instruction instead of the scalar routine, and replaces the
+// hadd-based Reduce8 (7 hadds = 21 uops per group and row) by 6 unpacks + 2 permutes.
+// The integers and the fp32 ops are the same as above, so the result is bit for bit equal.
+
+// Up to 64 bytes at p of which only `avail` exist; the rest read as zero (masked loads do
+// not fault), so a partial group at a row's end decodes to zero weights and zero scales.
+HWY_INLINE __m512i LoadUpTo(const uint8_t* p, int64_t avail) {
+  if (avail >= 64) return _mm512_loadu_si512(p);
+  if (avail <= 0) return _mm512_setzero_si512();
+  return _mm512_maskz_loadu_epi8((uint64_t(1) << avail) - 1, p);
+}
+
+// A group as four registers of two blocks each (bytes of block 2i, then 2i+1) and its scales.
+struct DirectGroup {
+  __m512i w[4];
+  __m256 ws;
+};
+
+template <WType T>
+HWY_INLINE void DecodeDirect(const uint8_t* gp, int64_t avail, DirectGroup& G) {
+  __m512i v[4];
+  if constexpr (T == WType::Q4_0) {
+    // Pair i is the 36 bytes at 36i: d(2) qs(16) d(2) qs(16). Spread to [qs0 qs0 qs1 qs1],
+    // shift the 2nd and 4th 16-byte lane by 4 and mask: [lo(qs0) hi(qs0) lo(qs1) hi(qs1)],
+    // which is weights 0..31 of each block as unsigned 0..15 (the -8 is applied via xs).
+    alignas(64) static constexpr uint8_t kSpread[64] = {
+        2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 2,  3,  4,  5,  6,  7,
+        8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+        32, 33, 34, 35, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
+    const __m512i spread = _mm512_load_si512(kSpread), m4 = _mm512_set1_epi8(15);
+    for (int i = 0; i < 4; ++i) {
+      v[i] = LoadUpTo(gp + 36 * i, avail - 36 * i);
+      __m512i a = _mm512_permutexvar_epi8(spread, v[i]);
+      a = _mm512_mask_srli_epi16(a, 0xFF00FF00u, a, 4);
+      G.w[i] = _mm512_and_si512(a, m4);
+    }
+    // Scales at bytes 0 and 18 of each pair.
+    const __m512i sidx = _mm512_setr_epi32(0x13120100, 0x53524140, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i s01 = _mm512_permutex2var_epi8(v[0], sidx, v[1]);
+    const __m512i s23 = _mm512_permutex2var_epi8(v[2], sidx, v[3]);
+    G.ws = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm512_castsi512_si128(s01), _mm512_castsi512_si128(s23)));
+  } else {
+    // Pair i is the 68 bytes at 68i: d(2) qs(32) d(2) qs(32); qs1 ends 4 bytes past one
+    // register, so a second load 4 bytes on supplies it. Weights are biased to unsigned by
+    // w ^ 0x80 = w + 128 (dpbusd multiplies unsigned by signed); the 128 * xs is taken off.
+    alignas(64) static constexpr uint8_t kPick[64] = {
+        2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+        24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107,
+        108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+    const __m512i pick = _mm512_load_si512(kPick), bias = _mm512_set1_epi8(char(0x80));
+    for (int i = 0; i < 4; ++i) {
+      v[i] = LoadUpTo(gp + 68 * i, avail - 68 * i);
+      const __m512i hi = LoadUpTo(gp + 68 * i + 4, avail - 68 * i - 4);
+      G.w[i] = _mm512_xor_si512(_mm512_permutex2var_epi8(v[i], pick, hi), bias);
+    }
+    // Scales at bytes 0 and 34 of each pair.
+    const __m512i sidx = _mm512_setr_epi32(0x23220100, 0x63624140, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i s01 = _mm512_permutex2var_epi8(v[0], sidx, v[1]);
+    const __m512i s23 = _mm512_permutex2var_epi8(v[2], sidx, v[3]);
+    G.ws = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm512_castsi512_si128(s01), _mm512_castsi512_si128(s23)));
+  }
+}
+
+// Lane j = sum of the 8 int32 lanes of block j, where p[i] holds blocks 2i (lanes 0..7)
+// and 2i+1 (lanes 8..15).
+HWY_INLINE __m256i Reduce4x16(const __m512i* p) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+  // 128-bit lane q of c = the 4-lane sums of lane q of p[0..3]; lanes q = 0,1 belong to
+  // block 2i, q = 2,3 to block 2i+1.
+  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+  const __m512i i1 = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i i2 = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm256_add_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(i1, c)),
+                          _mm512_castsi512_si256(_mm512_permutexvar_epi32(i2, c)));
+}
+
+template <WType T>
+HWY_INLINE void DirectAccumulate(const DirectGroup& G, const int8_t* x, const float* dx, const int32_t* xs,
+                                 float* acc) {
+  __m512i p[4];
+  for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), G.w[i], _mm512_loadu_si512(x + 64 * i));
+  __m256i s = Reduce4x16(p);
+  const __m256i xsv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs));
+  s = _mm256_sub_epi32(s, _mm256_slli_epi32(xsv, T == WType::Q4_0 ? 3 : 7));
+  const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(G.ws, _mm256_loadu_ps(dx)));
+  _mm256_store_ps(acc, _mm256_add_ps(_mm256_load_ps(acc), t));
+}
+
+template <WType T>
+void QRangeDirect(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
+  const int64_t N = w.rows, nb = w.cols / 32, ng = (nb + 7) / 8;
+  const int64_t rb = int64_t(row_bytes(w.type, w.cols)), gb = T == WType::Q4_0 ? 8 * 18 : 8 * 34;
+  DirectGroup G;
+  alignas(32) float acc[kRowsPerPass][8];
+  for (int m0 = 0; m0 < M; m0 += kRowsPerPass) {
+    const int R = std::min(kRowsPerPass, M - m0);
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* row = w.row(n);
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
+      for (int64_t g = 0; g < ng; ++g) {
+        DecodeDirect<T>(row + g * gb, rb - g * gb, G);
+        for (int r = 0; r < R; ++r)
+          DirectAccumulate<T>(G, a.qrow(m0 + r) + g * 256, a.drow(m0 + r) + g * 8, a.srow(m0 + r) + g * 8, acc[r]);
+      }
+      for (int r = 0; r < R; ++r) {
+        const float* c = acc[r];
+        y[int64_t(m0 + r) * N + n] = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+      }
+    }
+  }
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
 template <WType T>
 void QRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (T == WType::Q8_0 || T == WType::Q4_0) return QRangeDirect<T>(a, M, w, y, n0, n1);
+#endif
   const int64_t N = w.rows, nb = w.cols / 32, ng = (nb + 7) / 8;
   Group G;
   alignas(32) float acc[kRowsPerPass][8];
