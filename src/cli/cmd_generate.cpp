@@ -141,7 +141,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   add_cache_type_options(sub, o->cache);
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
-  sub->add_option("--draft", o->draft, "DFlash draft folder: enables speculative decoding");
+  sub->add_option("--draft", o->draft, "DFlash draft folder or llama.cpp dflash GGUF: enables speculative decoding");
   sub->add_option("--block-size", o->block_size, "Largest block (drafted tokens + 1); default: the draft's")
       ->check(CLI::Range(1, 256));
   sub->add_flag("--no-adaptive", o->no_adaptive, "Always draft a full block (no cost-based controller)");

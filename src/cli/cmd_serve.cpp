@@ -60,7 +60,7 @@ void run_serve(ServeOpts& o) {
   parse_kv_type(o.cache.draft);
   const CacheTypes cache = o.cache;
   if (!has_gguf_suffix(dir) && !file_exists(dir + "/config.json")) throw file_error(dir, "no config.json: not a Hugging Face model folder");
-  if (!draft.empty() && !file_exists(draft + "/config.json"))
+  if (!draft.empty() && !has_gguf_suffix(draft) && !file_exists(draft + "/config.json"))
     throw file_error(draft, "no config.json: not a DFlash draft folder");
 
   server::ServerOptions& s = o.srv;
@@ -91,7 +91,7 @@ void add_serve_command(CLI::App& app) {
   server::ServerOptions& s = o->srv;
   auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web chat page");
   sub->add_option("--model", o->model, "Hugging Face model folder (default: the shipped demo pair)");
-  sub->add_option("--draft", o->draft, "DFlash draft folder: enables speculative decoding");
+  sub->add_option("--draft", o->draft, "DFlash draft folder or llama.cpp dflash GGUF: enables speculative decoding");
   sub->add_flag("--no-draft", o->no_draft, "Serve the demo target without its draft");
   sub->add_option("--host", s.host, "Address to bind")->capture_default_str();
   sub->add_option("--port", s.port, "Port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();

@@ -51,8 +51,12 @@ enum class DraftActivations { F32, F16 };
 class DFlashDraft : public Drafter {
  public:
   // Loads and checks compatibility with `target` (hidden size, vocab, tapped ids, mask id).
-  // A DFlash2DraftModel folder comes back as a DFlash2Draft.
+  // A DFlash2DraftModel folder comes back as a DFlash2Draft; a path ending in .gguf is read
+  // as llama.cpp's `dflash` GGUF (load_gguf).
   static std::unique_ptr<DFlashDraft> load(const std::string& dir, const LoadOptions& opt, const Transformer& target);
+  // A draft converted by llama.cpp's convert_hf_to_gguf.py (architecture "dflash").
+  static std::unique_ptr<DFlashDraft> load_gguf(const std::string& path, const LoadOptions& opt,
+                                                const Transformer& target);
   virtual const char* kind() const { return "dflash"; }
 
   const DraftConfig& config() const { return cfg_; }
@@ -77,6 +81,10 @@ class DFlashDraft : public Drafter {
   // returns the loader (valid while storage_ lives) for the rest.
   WeightLoader load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
                            const Transformer& target);
+  // The compatibility checks of load_common (errors name `origin`); sets cfg_.vocab.
+  void check_fits(const std::string& origin, const Transformer& target);
+  // After the weights: the RoPE frequencies and the target whose embedding and head are used.
+  void finish_load(const Transformer& target);
   // The block through every layer; writes norm(h) of rows 1..B-1 ([B-1][hidden]) and drops
   // the block's K/V from the cache.
   std::vector<std::string> store_names() const;  // the checkpoint's tensor names

@@ -1,6 +1,7 @@
 // Reading a z-lab DFlash draft folder and checking that it fits its target.
 #include <cmath>
 
+#include "formats/gguf.h"
 #include "formats/json_file.h"
 #include "formats/safetensors.h"
 #include "models/dflash2_draft.h"
@@ -95,6 +96,7 @@ DraftConfig DraftConfig::from_json(const nlohmann::json& j, const std::string& o
 }
 
 std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const LoadOptions& opt, const Transformer& target) {
+  if (has_gguf_suffix(dir)) return load_gguf(dir, opt, target);
   const std::string cfg_path = dir + "/config.json";
   const nlohmann::json j = read_json_file(cfg_path);
   if (draft_architecture(j) == "DFlash2DraftModel") return DFlash2Draft::load(dir, j, opt, target);
@@ -109,12 +111,10 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Loa
   return d;
 }
 
-WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
-                                      const Transformer& target) {
+void DFlashDraft::check_fits(const std::string& origin, const Transformer& target) {
   const ModelConfig& tc = target.config();
   DraftConfig& c = cfg_;
-  // Compatibility with the target, before any weight is touched.
-  auto bad = [&](const std::string& what) { return file_error(cfg_path, "draft does not fit the target: " + what); };
+  auto bad = [&](const std::string& what) { return file_error(origin, "draft does not fit the target: " + what); };
   if (c.hidden != tc.hidden)
     throw bad("hidden_size " + std::to_string(c.hidden) + " != target hidden_size " + std::to_string(tc.hidden));
   if (c.vocab != 0 && c.vocab != tc.vocab)
@@ -130,6 +130,22 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
     throw bad("mask_token_id " + std::to_string(c.mask_token_id) + " is outside the target's embedding (" +
               std::to_string(tc.vocab) + " rows)");
   c.vocab = tc.vocab;
+}
+
+void DFlashDraft::finish_load(const Transformer& target) {
+  ModelConfig rc;
+  rc.head_dim = cfg_.head_dim;
+  rc.rope_theta = cfg_.rope_theta;
+  rc.rope_scaling = cfg_.rope_scaling;
+  inv_freq_ = rope_inv_freq(rc);
+  target_ = &target;
+}
+
+WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
+                                      const Transformer& target) {
+  DraftConfig& c = cfg_;
+  // Compatibility with the target, before any weight is touched.
+  check_fits(cfg_path, target);
 
   auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
   storage_ = store;
@@ -157,12 +173,7 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
     w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
     layers_.push_back(std::move(w));
   }
-  ModelConfig rc;
-  rc.head_dim = c.head_dim;
-  rc.rope_theta = c.rope_theta;
-  rc.rope_scaling = c.rope_scaling;
-  inv_freq_ = rope_inv_freq(rc);
-  target_ = &target;
+  finish_load(target);
   return L;
 }
 

@@ -1,5 +1,5 @@
-// GGUF -> Transformer. Tensors whose type the kernels read (F32, F16, BF16, Q8_0, Q4_0) stay
-// in the mapping; only a different --weights, or llama's q/k row order, costs a copy.
+// GGUF -> Transformer. Tensors whose type the kernels read (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// Q6_K) stay in the mapping; only a different --weights, or llama's q/k row order, costs a copy.
 #include "models/gguf_load.h"
 
 #include <cmath>
@@ -7,106 +7,12 @@
 
 #include "kernels/numeric.h"
 #include "models/arch/arch_spec.h"
+#include "models/gguf_weights.h"
 #include "util/error.h"
 
 namespace dflash {
 
 namespace {
-
-bool wtype_of(uint32_t ggml, WType& out) {
-  switch (GgmlType(ggml)) {
-    case GgmlType::F32: out = WType::F32; return true;
-    case GgmlType::F16: out = WType::F16; return true;
-    case GgmlType::BF16: out = WType::BF16; return true;
-    case GgmlType::Q8_0: out = WType::Q8_0; return true;
-    case GgmlType::Q4_0: out = WType::Q4_0; return true;
-    default: return false;
-  }
-}
-
-std::string ne_str(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
-
-class GgufWeights {
- public:
-  explicit GgufWeights(const GgufFile& f) : f_(f) {}
-
-  const GgufTensor& get(const std::string& name, std::vector<int64_t> ne) const {
-    const GgufTensor* t = f_.tensor(name);
-    if (!t) throw file_error(f_.path(), "missing tensor '" + name + "'");
-    // A trailing 1 is how some writers spell a vector or matrix; ignore it.
-    std::vector<int64_t> have = t->ne;
-    while (have.size() > ne.size() && have.back() == 1) have.pop_back();
-    if (have != ne)
-      throw file_error(f_.path(), "tensor '" + name + "' has shape " + ne_str(t->ne) + " (innermost first), expected " +
-                                      ne_str(ne) + " from the metadata");
-    WType w;
-    if (!wtype_of(t->type, w))
-      throw file_error(f_.path(), "tensor '" + name + "' has type " + ggml_type_name(t->ggml()) + " (" +
-                                      std::to_string(t->type) + "), which is unsupported (supported: F32, F16, BF16, Q8_0, Q4_0)");
-    return *t;
-  }
-
-  // rows x cols; `qk_head_dim` > 0 undoes llama.cpp's per-head q/k row order.
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
-                      int64_t qk_head_dim = 0) const {
-    const GgufTensor& t = get(name, {cols, rows});
-    WType src;
-    wtype_of(t.type, src);
-    WeightMatrix view;
-    view.type = src;
-    view.rows = rows;
-    view.cols = cols;
-    view.data = t.data;
-    const WType dst = type.value_or(src);
-    if (dst == src && qk_head_dim == 0) return view;
-    if ((dst == WType::Q8_0 || dst == WType::Q4_0) && cols % kQBlock != 0)
-      throw file_error(f_.path(), "tensor '" + name + "' has " + std::to_string(cols) +
-                                      " columns, not a multiple of 32: cannot store it as " + wtype_name(dst));
-    WeightMatrix w;
-    w.type = dst;
-    w.rows = rows;
-    w.cols = cols;
-    const size_t rb = row_bytes(dst, cols);
-    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
-    std::vector<float> tmp(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t sr = qk_head_dim ? llama_qk_gguf_row(r, qk_head_dim) : r;
-      if (dst == src) {
-        std::memcpy(buf.get() + size_t(r) * rb, view.row(sr), rb);
-      } else {
-        dequantize_row(view, sr, tmp.data());
-        quantize_row(tmp.data(), cols, dst, buf.get() + size_t(r) * rb);
-      }
-    }
-    w.data = buf.get();
-    w.owner = buf;
-    return w;
-  }
-
-  std::vector<float> vector(const std::string& name, int64_t n) const {
-    const GgufTensor& t = get(name, {n});
-    WType src;
-    wtype_of(t.type, src);
-    if (src != WType::F32 && src != WType::F16 && src != WType::BF16)
-      throw file_error(f_.path(), "tensor '" + name + "' is a vector stored as " + ggml_type_name(t.ggml()) +
-                                      " (vectors must be F32, F16 or BF16)");
-    WeightMatrix view;
-    view.type = src;
-    view.rows = 1;
-    view.cols = n;
-    view.data = t.data;
-    std::vector<float> v(static_cast<size_t>(n));
-    dequantize_row(view, 0, v.data());
-    return v;
-  }
-
- private:
-  const GgufFile& f_;
-};
 
 int need_int(const GgufFile& f, const std::string& key) {
   auto v = f.get_int(key);

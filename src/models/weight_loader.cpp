@@ -61,9 +61,10 @@ WeightMatrix WeightLoader::matrix(const TensorView& t, std::optional<WType> type
     w.data = t.data;
     return w;
   }
-  if ((dst == WType::Q8_0 || dst == WType::Q4_0) && cols % kQBlock != 0)
-    throw file_error(t.file, "tensor '" + t.name + "' has " + std::to_string(cols) +
-                                 " columns, not a multiple of 32: cannot store it as " + wtype_name(dst));
+  // Q8_0/Q4_0 need rows of whole 32-blocks, Q4_K/Q6_K of whole 256-super-blocks.
+  if (cols % block_elems(dst) != 0)
+    throw file_error(t.file, "tensor '" + t.name + "' has " + std::to_string(cols) + " columns, not a multiple of " +
+                                 std::to_string(block_elems(dst)) + ": cannot store it as " + wtype_name(dst));
   WeightMatrix w;
   w.type = dst;
   w.rows = rows;

@@ -24,6 +24,7 @@ import gguf_io as G  # noqa: E402
 
 LOGITS = ["logits", "--prompt-ids", "1,2,3", "--weights", "native", "--out", "/dev/null"]
 GENERATE = ["generate", "--prompt", "hi", "--max-tokens", "1", "--weights", "native"]
+LOGITS_Q4K = ["logits", "--prompt-ids", "1,2,3", "--weights", "q4_k", "--out", "/dev/null"]
 T_Q = "blk.0.attn_q.weight"
 T_DOWN = "blk.1.ffn_down.weight"
 
@@ -83,7 +84,7 @@ def retype(name, new_type):
         out = []
         for n, ne, tt, raw in ts:
             if n == name:
-                blk, bb = {6: (32, 22)}[new_type]
+                blk, bb = {6: (32, 22), 12: (256, 144), 14: (256, 210)}[new_type]
                 raw = raw[:ne[0] * ne[1] // blk * bb]
                 tt = new_type
             out.append((n, ne, tt, raw))
@@ -121,6 +122,11 @@ CASES = [
     ("unknown_tensor_type", lambda p: patch(p, tensor(p, T_Q).pos["type"], "<I", 99),
      ["unknown tensor type", T_Q], LOGITS),
     ("unsupported_tensor_type", retype(T_DOWN, 6), ["unsupported", "Q5_0", T_DOWN], LOGITS),
+    # K-quant rows are whole super-blocks of 256: a Q4_K/Q6_K tensor with 128-value rows
+    # (ffn_down here) is refused by the reader, and so is converting 64-column matrices to q4_k.
+    ("kquant_row_not_256", retype(T_DOWN, 12), ["multiple", "Q4_K", "256", T_DOWN], LOGITS),
+    ("q6k_row_not_256", retype(T_DOWN, 14), ["multiple", "Q6_K", "256", T_DOWN], LOGITS),
+    ("weights_q4k_cols_not_256", lambda p: None, ["multiple of 256", "q4_k"], LOGITS_Q4K),
     ("absurd_n_dims", lambda p: patch(p, tensor(p, T_Q).pos["n_dims"], "<I", 9), ["dimensions", T_Q], LOGITS),
     ("absurd_dim", lambda p: patch(p, tensor(p, T_Q).pos["dims"], "<Q", 1 << 50), ["absurd dimension", T_Q], LOGITS),
     ("dims_overflow", lambda p: (patch(p, tensor(p, T_Q).pos["dims"], "<Q", 1 << 39),

@@ -1,0 +1,34 @@
+#pragma once
+// GGUF tensors as WeightMatrix / float vectors, shared by the target and draft GGUF loaders.
+// Tensors whose type the kernels read (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) stay in the
+// mapping; only a different --weights, or llama's q/k row order, costs a copy.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "kernels/weight_matrix.h"
+
+namespace dflash {
+
+// The kernels' format for a ggml tensor type; false for a type they cannot read.
+bool gguf_wtype(uint32_t ggml_type, WType& out);
+
+class GgufWeights {
+ public:
+  explicit GgufWeights(const GgufFile& f) : f_(f) {}
+
+  // The tensor, checked to have shape `ne` (innermost first) and a readable type.
+  const GgufTensor& get(const std::string& name, std::vector<int64_t> ne) const;
+  // rows x cols, in its own type or converted to `type`; `qk_head_dim` > 0 undoes
+  // llama.cpp's per-head q/k row order.
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
+                      int64_t qk_head_dim = 0) const;
+  // A vector stored as F32, F16 or BF16.
+  std::vector<float> vector(const std::string& name, int64_t n) const;
+
+ private:
+  const GgufFile& f_;
+};
+
+}  // namespace dflash
