@@ -1,4 +1,5 @@
-// Fast matmul for every weight format, SIMD through Highway with run-time dispatch.
+// Fast matmul for the float weight formats (F32, F16, BF16), SIMD through Highway with run-time
+// dispatch; matmul() hands the block-quantized formats to qmatmul (int8 activations).
 //
 // Each weight row is decoded to fp32 vectors once per group of up to kMaxRows activation rows
 // and fused into one accumulator per row. The accumulation order of y[m][n] depends only on
@@ -20,7 +21,7 @@ namespace dflash {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Capped at 16 lanes so a Q4_0 half-block (16 nibbles) always fills whole vectors.
+// Float weight formats only; the block-quantized ones go through qmatmul (int8 activations).
 using DF = hn::CappedTag<float, 16>;
 
 template <WType T>
@@ -28,7 +29,7 @@ HWY_INLINE float ScalarWeight(const uint8_t* row, int64_t k) {
   if constexpr (T == WType::F32) return reinterpret_cast<const float*>(row)[k];
   if constexpr (T == WType::BF16) return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
   if constexpr (T == WType::F16) return f16_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
-  return 0.0f;  // quantized formats have no tail (K is a multiple of 32)
+  return 0.0f;
 }
 
 constexpr int kMaxRows = 8;
@@ -64,36 +65,6 @@ HWY_INLINE void DotRows(const uint8_t* row, int64_t K, const float* x, float* y,
     const hn::Rebind<hwy::float16_t, DF> dh;
     const hwy::float16_t* p = reinterpret_cast<const hwy::float16_t*>(row);
     for (; done + L <= K; done += L) FmaRows<R>(acc, hn::PromoteTo(df, hn::LoadU(dh, p + done)), x, K, done);
-  } else if constexpr (T == WType::Q8_0) {
-    const hn::Rebind<int8_t, DF> d8;
-    const hn::Rebind<int32_t, DF> di;
-    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
-    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
-      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
-      for (int64_t j = 0; j < kQBlock; j += L) {
-        const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j)));
-        FmaRows<R>(acc, hn::Mul(q, d), x, K, blk * kQBlock + j);
-      }
-    }
-    done = K / kQBlock * kQBlock;
-  } else {  // Q4_0: element j in the low nibble of byte j, element j+16 in the high nibble
-    const hn::Rebind<uint8_t, DF> d8;
-    const hn::Rebind<uint32_t, DF> du;
-    const hn::Rebind<int32_t, DF> di;
-    const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
-    const auto mask = hn::Set(di, 0xf);
-    const auto eight = hn::Set(di, 8);
-    for (int64_t blk = 0; blk < K / kQBlock; ++blk) {
-      const auto d = hn::Set(df, f16_to_f32(b[blk].d));
-      for (int64_t j = 0; j < kQBlock / 2; j += L) {
-        const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b[blk].qs + j)));
-        const auto lo = hn::Sub(hn::And(bytes, mask), eight);
-        const auto hi = hn::Sub(hn::ShiftRight<4>(bytes), eight);
-        FmaRows<R>(acc, hn::Mul(hn::ConvertTo(df, lo), d), x, K, blk * kQBlock + j);
-        FmaRows<R>(acc, hn::Mul(hn::ConvertTo(df, hi), d), x, K, blk * kQBlock + kQBlock / 2 + j);
-      }
-    }
-    done = K / kQBlock * kQBlock;
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -130,9 +101,7 @@ void MatmulRangeDispatch(const float* x, int M, const WeightMatrix& w, float* y,
     case WType::F32: return MatmulRange<WType::F32>(x, M, w, y, n0, n1);
     case WType::F16: return MatmulRange<WType::F16>(x, M, w, y, n0, n1);
     case WType::BF16: return MatmulRange<WType::BF16>(x, M, w, y, n0, n1);
-    case WType::Q8_0: return MatmulRange<WType::Q8_0>(x, M, w, y, n0, n1);
-    case WType::Q4_0: return MatmulRange<WType::Q4_0>(x, M, w, y, n0, n1);
-    default: return;  // Q4_K, Q6_K: int8 path only
+    default: return;  // the block formats take the int8 path (qmatmul_hwy.cpp)
   }
 }
 
