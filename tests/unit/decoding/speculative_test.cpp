@@ -223,6 +223,26 @@ TEST(SpecController, SwitchesOffWhenNothingIsAcceptedAndProbesBackOn) {
   EXPECT_GT(c.predicted_speedup(8), 3.0);
 }
 
+TEST(SpecController, ExpensiveProbesThatFindNothingStayWithinTheirBudget) {
+  // Long context on a small target: a block costs 20 ms of draft and 25 ms of verify against a
+  // 10 ms plain step, and nothing is ever accepted. Over a 256-token answer, probes 32, 64
+  // and 128 steps apart (what the controller did before) cost 5.5%.
+  SpecController c(8, true);
+  double spent = 0, plain_equiv = 0;
+  for (int i = 0; i < 256; ++i) {
+    const int B = c.next_block();
+    if (B > 1) {
+      c.record_spec(B, 0, 0.020, 0.025);
+      spent += 0.045;
+    } else {
+      c.record_plain(0.010);
+      spent += 0.010;
+    }
+    plain_equiv += 0.010;  // each step emits one token here, as a plain step would
+  }
+  EXPECT_LT(spent / plain_equiv, 1.04) << "probing cost " << 100 * (spent / plain_equiv - 1) << "% of decode time";
+}
+
 TEST(SpecController, FixedBlockWhenNotAdaptive) {
   SpecController c(16, false);
   feed(c, 10, false);
