@@ -9,7 +9,7 @@ namespace dflash::cli {
 struct DflashBenchOptions {
   std::string model, draft, draft2, prompts_file, weights = "bf16";
   std::vector<int> block_sizes{2, 4, 8, 16};
-  int threads = 0, gen_tokens = 0, long_prompt_tokens = 3000, n_prompts = 0;
+  int threads = 0, gen_tokens = 0, long_prompt_tokens = 3000, n_prompts = 0, rounds = 3;
   bool json = false, no_adaptive = false;
 };
 

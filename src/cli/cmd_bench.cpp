@@ -181,7 +181,7 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_option("--context", kv->context, "With --cache-type: tokens of context (default 4096)")
       ->check(CLI::Range(1, 1 << 22));
-  sub->add_option("--rounds", kv->rounds, "With --cache-type: rounds, best kept (default 3)")->check(CLI::Range(1, 100));
+  sub->add_option("--rounds", kv->rounds, "With --cache-type or --draft: rounds, best kept (default 3)")->check(CLI::Range(1, 100));
   sub->callback([o, kv, weights_opt, gen_opt] {
     auto save = [o](const nlohmann::json& doc) { save_bench_outputs(doc, o->json_out, o->plot); };
     if (!o->plot_from.empty()) return replot_bench(o->plot_from, o->plot);
@@ -212,6 +212,7 @@ void add_bench_command(CLI::App& app) {
       o->spec.model = o->model;
       o->spec.threads = o->threads;
       o->spec.json = o->json;
+      o->spec.rounds = kv->rounds;
       if (o->weights.size() == 1) o->spec.weights = o->weights[0];
       return save(run_dflash_bench(o->spec));
     }
