@@ -56,25 +56,7 @@ struct RandomWeights {
   }
   static WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, WType t) {
     uint64_t state = seed_of(name);
-    WeightMatrix w;
-    w.type = t;
-    w.rows = rows;
-    w.cols = cols;
-    const size_t rb = row_bytes(t, cols);
-    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
-    std::vector<float> tmp(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& v : tmp) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        v = float(int64_t(state >> 40) - (int64_t(1) << 23)) * (0.035f / float(1 << 23));
-      }
-      quantize_row(tmp.data(), cols, t, buf.get() + size_t(r) * rb);
-    }
-    w.data = buf.get();
-    w.owner = buf;
-    return w;
+    return random_weight_matrix(state, rows, cols, t);
   }
   static std::vector<float> vector(const std::string& name, int64_t n) {
     const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;

@@ -191,6 +191,28 @@ WeightMatrix make_weight_matrix(const float* src, int64_t rows, int64_t cols, WT
   return w;
 }
 
+WeightMatrix random_weight_matrix(uint64_t& state, int64_t rows, int64_t cols, WType type) {
+  WeightMatrix w;
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  const size_t rb = row_bytes(type, cols);
+  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
+  std::vector<float> tmp(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : tmp) {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      v = float(int64_t(state >> 40) - (int64_t(1) << 23)) * (0.035f / float(1 << 23));
+    }
+    quantize_row(tmp.data(), cols, type, buf.get() + size_t(r) * rb);
+  }
+  w.data = buf.get();
+  w.owner = buf;
+  return w;
+}
+
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
   const uint8_t* p = w.row(r);
   const int64_t n = w.cols;

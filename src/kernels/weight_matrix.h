@@ -76,6 +76,9 @@ void quantize_row(const float* src, int64_t cols, WType type, uint8_t* dst);
 // Converts fp32 rows to a storage format (quantizing for Q8_0/Q4_0/Q4_K/Q6_K) into an owned
 // matrix; cols must be a multiple of block_elems(type).
 WeightMatrix make_weight_matrix(const float* src, int64_t rows, int64_t cols, WType type);
+// Uniform noise in [-0.035, 0.035) from an xorshift64 stream (advanced in place), encoded row
+// by row: random models of real shapes, a billion weights in seconds, for speed benchmarks.
+WeightMatrix random_weight_matrix(uint64_t& state, int64_t rows, int64_t cols, WType type);
 // Decodes one row back to fp32.
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out);
 

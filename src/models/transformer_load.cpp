@@ -70,28 +70,7 @@ struct TransformerLoader {
     m->cfg_ = c;
     // xorshift uniform noise: a billion weights in seconds; the values do not matter for speed.
     uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-    auto next = [&state] {
-      state ^= state << 13;
-      state ^= state >> 7;
-      state ^= state << 17;
-      return float(int64_t(state >> 40) - (int64_t(1) << 23)) * (0.035f / float(1 << 23));
-    };
-    auto mat = [&](int64_t rows, int64_t cols, WType t) {
-      WeightMatrix w;
-      w.type = t;
-      w.rows = rows;
-      w.cols = cols;
-      const size_t rb = row_bytes(t, cols);
-      auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
-      std::vector<float> tmp(static_cast<size_t>(cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (auto& v : tmp) v = next();
-        quantize_row(tmp.data(), cols, t, buf.get() + size_t(r) * rb);
-      }
-      w.data = buf.get();
-      w.owner = buf;
-      return w;
-    };
+    auto mat = [&](int64_t rows, int64_t cols, WType t) { return random_weight_matrix(state, rows, cols, t); };
     auto ones = [](int64_t n) { return std::vector<float>(size_t(n), 1.0f); };
     const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
     m->embed_ = mat(c.vocab, H, WType::BF16);
