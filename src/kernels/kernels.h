@@ -8,6 +8,7 @@
 // position's logits are bitwise identical in decode, in a 5-token verify and in a 512-token
 // prefill chunk.
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/weight_matrix.h"
 #include "util/thread_pool.h"
@@ -16,6 +17,15 @@ namespace dflash {
 
 // y[m][n] = sum_k x[m][k] * W[n][k], for m < M. x is fp32 [M][K], y is fp32 [M][N].
 void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool);
+
+// Several products of the same x (q/k/v, gate/up): x is quantized once and all the pieces go
+// to the pool in one job, so the small ones run in parallel too and there is one wait, not
+// one per matrix. Each y is exactly what matmul() gives.
+struct MatmulOut {
+  const WeightMatrix* w;
+  float* y;
+};
+void matmul_multi(const float* x, int M, std::initializer_list<MatmulOut> outs, ThreadPool* pool);
 
 // Attention over a KV cache laid out [kv_head][capacity][row], a row being head_dim values
 // in `kv_type` (F32, or Q8_0 / Q4_0 blocks of 32 along head_dim). Query row i (head h)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "kernels/numeric.h"
 #include "util/error.h"
@@ -213,9 +214,92 @@ WeightMatrix random_weight_matrix(uint64_t& state, int64_t rows, int64_t cols, W
   return w;
 }
 
+PackedGeometry packed_geometry(WType t, int64_t rows, int64_t cols) {
+  PackedGeometry g;
+  const int64_t set_rows = kPackRows * kPackGroupSet;
+  g.groups = (rows + set_rows - 1) / set_rows * kPackGroupSet;
+  g.blocks = cols / kQBlock;
+  g.qbytes = t == WType::Q8_0 ? 512 : 256;
+  g.pair_bytes = 2 * g.qbytes + 2 * 32;
+  g.set_bytes = (g.blocks + 1) / 2 * g.pair_bytes * kPackGroupSet;
+  return g;
+}
+
+size_t WeightMatrix::bytes() const {
+  if (packed) {
+    const PackedGeometry pg = packed_geometry(type, rows, cols);
+    return size_t(pg.groups / kPackGroupSet * pg.set_bytes);
+  }
+  return size_t(rows) * row_bytes(type, cols);
+}
+
+int quant_value(const WeightMatrix& w, int64_t r, int64_t k) {
+  const int64_t b = k / kQBlock, i = k % kQBlock;
+  if (!w.packed) {
+    if (w.type == WType::Q8_0) return reinterpret_cast<const BlockQ8_0*>(w.row(r))[b].qs[i];
+    const uint8_t byte = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b].qs[i % 16];
+    return i < 16 ? byte & 15 : byte >> 4;
+  }
+  const PackedGeometry pg = packed_geometry(w.type, w.rows, w.cols);
+  const uint8_t* q = w.packed_quants(pg, r / kPackRows, b);
+  const int64_t lane = r % kPackRows;
+  if (w.type == WType::Q8_0) return int(q[64 * (i / 4) + 4 * lane + i % 4]) - 128;
+  const uint8_t byte = q[64 * ((i % 16) / 4) + 4 * lane + i % 4];
+  return i < 16 ? byte & 15 : byte >> 4;
+}
+
+uint16_t quant_scale(const WeightMatrix& w, int64_t r, int64_t b) {
+  if (!w.packed) {
+    if (w.type == WType::Q8_0) return reinterpret_cast<const BlockQ8_0*>(w.row(r))[b].d;
+    return reinterpret_cast<const BlockQ4_0*>(w.row(r))[b].d;
+  }
+  const PackedGeometry pg = packed_geometry(w.type, w.rows, w.cols);
+  return w.packed_scales(pg, r / kPackRows, b)[r % kPackRows];
+}
+
+WeightMatrix pack_weight_matrix(const WeightMatrix& w) {
+  if (!packable(w)) return w;
+  const PackedGeometry pg = packed_geometry(w.type, w.rows, w.cols);
+  const size_t total = size_t(pg.groups / kPackGroupSet * pg.set_bytes);
+  std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(::operator new(total, std::align_val_t(64))),
+                               [](uint8_t* p) { ::operator delete(p, std::align_val_t(64)); });
+  std::memset(buf.get(), 0, total);
+  WeightMatrix o = w;
+  o.data = buf.get();
+  o.owner = buf;
+  o.packed = true;
+  uint8_t* base = buf.get();
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const int64_t g = r / kPackRows, lane = r % kPackRows;
+    for (int64_t b = 0; b < pg.blocks; ++b) {
+      uint8_t* q = base + (o.packed_quants(pg, g, b) - o.data);
+      uint16_t* sc = reinterpret_cast<uint16_t*>(base + (reinterpret_cast<const uint8_t*>(o.packed_scales(pg, g, b)) - o.data));
+      if (w.type == WType::Q8_0) {
+        const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
+        sc[lane] = blk.d;
+        for (int i = 0; i < kQBlock; ++i) q[64 * (i / 4) + 4 * lane + i % 4] = uint8_t(int(blk.qs[i]) + 128);
+      } else {
+        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b];
+        sc[lane] = blk.d;
+        // Stored byte i holds elements i (low) and i + 16 (high): the same pairing as packed.
+        for (int i = 0; i < kQBlock / 2; ++i) q[64 * (i / 4) + 4 * lane + i % 4] = blk.qs[i];
+      }
+    }
+  }
+  return o;
+}
+
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
-  const uint8_t* p = w.row(r);
   const int64_t n = w.cols;
+  if (w.packed) {
+    for (int64_t k = 0; k < n; ++k) {
+      const float d = f16_to_f32(quant_scale(w, r, k / kQBlock));
+      const int q = quant_value(w, r, k);
+      out[k] = d * float(w.type == WType::Q4_0 ? q - 8 : q);
+    }
+    return;
+  }
+  const uint8_t* p = w.row(r);
   switch (w.type) {
     case WType::F32: std::memcpy(out, p, size_t(n) * 4); break;
     case WType::F16:

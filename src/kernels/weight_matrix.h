@@ -61,15 +61,60 @@ int block_elems(WType t);
 
 size_t row_bytes(WType t, int64_t cols);
 
+// The interleaved ("packed") layout of Q8_0 and Q4_0 that the int8 kernels stream: rows in
+// groups of 16, so that one 64-byte load holds 4 consecutive weights of each of 16 rows,
+// which is what a 16-lane int8 dot product multiplies with 4 broadcast activation bytes.
+// Per group, blocks go in pairs: the quants of block 2p, then of block 2p+1, then the 16
+// fp16 scales of each (a pair is a whole number of 64-byte lines). Groups come in sets of 4
+// (64 rows, the last set padded with zero rows) whose pairs are interleaved: pair p of
+// groups 0, 1, 2, 3, then pair p + 1 of each, so the decode kernel, which walks 4 groups at
+// once, reads one sequential stream.
+//   Q4_0: 256 quant bytes per block, 4 chunks of 64; in chunk c, byte 4r + j (row r < 16,
+//         j < 4) holds q(r, 4c + j) in its low nibble and q(r, 16 + 4c + j) in its high
+//         nibble, q being the stored 0..15 (weight = d * (q - 8)).
+//   Q8_0: 512 quant bytes per block, 8 chunks of 64; in chunk c, byte 4r + j holds
+//         q(r, 4c + j) + 128 as an unsigned byte (the bias VNNI's u8 x s8 product wants).
+// A block count that is odd leaves the second half of each group's last pair zero.
+constexpr int kPackRows = 16, kPackGroupSet = 4;
+struct PackedGeometry {
+  int64_t groups = 0, blocks = 0;  // groups of 16 rows (a multiple of 4), 32-weight blocks per row
+  int64_t qbytes = 0;              // quant bytes of one block of one group (256 or 512)
+  int64_t pair_bytes = 0;          // one group's pair of blocks with their scales
+  int64_t set_bytes = 0;           // a set of 4 groups, all their pairs
+};
+PackedGeometry packed_geometry(WType t, int64_t rows, int64_t cols);
+
 struct WeightMatrix {
   WType type = WType::F32;
   int64_t rows = 0, cols = 0;
-  const uint8_t* data = nullptr;           // rows * row_bytes(type, cols) bytes
+  const uint8_t* data = nullptr;           // rows * row_bytes(type, cols) bytes, or the packed groups
   std::shared_ptr<const void> owner;       // keeps converted data alive (null when mmapped)
+  bool packed = false;                     // Q8_0/Q4_0 in the interleaved layout above
 
+  // Row-major layouts only (a packed matrix has no contiguous rows).
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes(type, cols); }
-  size_t bytes() const { return size_t(rows) * row_bytes(type, cols); }
+  size_t bytes() const;
+  // Packed layout: the quants of block b of group g, and its 16 fp16 scales.
+  const uint8_t* packed_quants(const PackedGeometry& pg, int64_t g, int64_t b) const {
+    return data + (g / kPackGroupSet) * pg.set_bytes + ((b / 2) * kPackGroupSet + g % kPackGroupSet) * pg.pair_bytes +
+           (b & 1) * pg.qbytes;
+  }
+  const uint16_t* packed_scales(const PackedGeometry& pg, int64_t g, int64_t b) const {
+    return reinterpret_cast<const uint16_t*>(packed_quants(pg, g, b - (b & 1)) + 2 * pg.qbytes + (b & 1) * 32);
+  }
 };
+
+// Whether pack_weight_matrix changes this matrix (Q8_0 and Q4_0 in row layout).
+inline bool packable(const WeightMatrix& w) {
+  return !w.packed && (w.type == WType::Q8_0 || w.type == WType::Q4_0);
+}
+// The interleaved copy of a Q8_0/Q4_0 matrix (64-byte aligned, owned); any other matrix is
+// returned as it is. Lossless: dequantize_row gives the same values from either layout.
+WeightMatrix pack_weight_matrix(const WeightMatrix& w);
+// The stored integer weight (Q8_0: -128..127; Q4_0: 0..15, before the -8) and fp16 scale of
+// row r, column k / block b, from either layout.
+int quant_value(const WeightMatrix& w, int64_t r, int64_t k);
+uint16_t quant_scale(const WeightMatrix& w, int64_t r, int64_t b);
 
 // Encodes one fp32 row of `cols` values into row_bytes(type, cols) bytes at dst.
 void quantize_row(const float* src, int64_t cols, WType type, uint8_t* dst);

@@ -28,9 +28,8 @@ static void add_bias(float* x, int rows, const std::vector<float>& b) {
 
 void project_qkv(const LayerWeights& w, const LayerDims& d, const float* h, int n, const float* cos, const float* sin,
                  float* q, float* k, float* v, ThreadPool* pool) {
-  if (q) matmul(h, n, w.wq, q, pool);
-  matmul(h, n, w.wk, k, pool);
-  matmul(h, n, w.wv, v, pool);
+  if (q) matmul_multi(h, n, {{&w.wq, q}, {&w.wk, k}, {&w.wv, v}}, pool);
+  else matmul_multi(h, n, {{&w.wk, k}, {&w.wv, v}}, pool);
   if (d.bias) {
     if (q) add_bias(q, n, w.bq);
     add_bias(k, n, w.bk);
@@ -55,8 +54,7 @@ void mlp_residual(const LayerWeights& w, const LayerDims& d, float* x, int n, st
   g.resize(size_t(n) * d.ffn);
   u.resize(size_t(n) * d.ffn);
   rmsnorm(x, n, d.hidden, w.ffn_norm.data(), d.eps, h.data());
-  matmul(h.data(), n, w.gate, g.data(), pool);
-  matmul(h.data(), n, w.up, u.data(), pool);
+  matmul_multi(h.data(), n, {{&w.gate, g.data()}, {&w.up, u.data()}}, pool);
   silu_mul(g.data(), u.data(), int64_t(n) * d.ffn, g.data());
   matmul(g.data(), n, w.down, h.data(), pool);
   for (size_t i = 0; i < size_t(n) * d.hidden; ++i) x[i] += h[i];

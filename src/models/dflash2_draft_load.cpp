@@ -113,10 +113,12 @@ std::unique_ptr<DFlash2Draft> DFlash2Draft::load(const std::string& dir, const n
       Conv cv;
       cv.base = read_floats(L.get(cp + "base_kernel", {2, K, H}));
       cv.projection = L.matrix(cp + "kernel_projection.weight", 2 * K * G, H, opt.weights);
+      pack_for_kernels(cv.projection);
       d->convs_.push_back(std::move(cv));
     }
   const std::string sp = p + "candidate_selector.";
   d->hidden_projection_ = L.matrix(sp + "hidden_projection.weight", R, H, opt.weights);
+  pack_for_kernels(d->hidden_projection_);
   // Only a few rows are read per block: they stay in the mapped file, in its own dtype.
   d->predecessor_ = L.matrix(L.get(sp + "predecessor_codebook", {V, R}), std::nullopt);
   d->successor_ = L.matrix(L.get(sp + "successor_codebook", {V, R}), std::nullopt);

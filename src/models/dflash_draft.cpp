@@ -100,8 +100,7 @@ void DFlashDraft::block_hidden(KVCache& cache, int32_t first, int B, float* norm
     // The MLP residual of decoder_blocks' mlp_residual, op for op, with the hooks between.
     rmsnorm(x.data(), B, H, w.ffn_norm.data(), d.eps, h.data());
     sublayer_in(l, 1, h.data(), B, scratch, pool);
-    matmul(h.data(), B, w.gate, g.data(), pool);
-    matmul(h.data(), B, w.up, u.data(), pool);
+    matmul_multi(h.data(), B, {{&w.gate, g.data()}, {&w.up, u.data()}}, pool);
     silu_mul(g.data(), u.data(), int64_t(B) * c.ffn, g.data());
     matmul(g.data(), B, w.down, h.data(), pool);
     sublayer_out(l, 1, h.data(), B, scratch);

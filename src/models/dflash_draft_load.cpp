@@ -155,6 +155,7 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
   prefix_ = store->find("fc.weight") ? "" : store->find("model.fc.weight") ? "model." : "";
   const std::string& p = prefix_;
   fc_ = L.matrix(p + "fc.weight", H, F, opt.weights);
+  pack_for_kernels(fc_);
   hidden_norm_ = L.vector(p + "hidden_norm.weight", H);
   norm_ = L.vector(p + "norm.weight", H);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -171,6 +172,7 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
     w.ffn_norm = L.vector(lp + "post_attention_layernorm.weight", H);
     w.q_norm = L.vector(lp + "self_attn.q_norm.weight", c.head_dim);
     w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
+    pack_for_kernels(w);
     layers_.push_back(std::move(w));
   }
   finish_load(target);

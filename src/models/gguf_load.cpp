@@ -119,11 +119,13 @@ struct GgufModelLoader {
           unperm(w.bk);
         }
       }
+      pack_for_kernels(w);
       m->layers_.push_back(std::move(w));
     }
     m->final_norm_ = L.vector("output_norm.weight", H);
     m->lm_head_ = c.tie_embeddings ? L.matrix("token_embd.weight", c.vocab, H, opt.weights)
                                    : L.matrix("output.weight", c.vocab, H, opt.weights);
+    pack_for_kernels(m->lm_head_);
     m->inv_freq_ = rope_inv_freq(c);
     // llama3-style scaling travels as per-pair frequency divisors.
     if (file->tensor("rope_freqs.weight")) {
@@ -133,10 +135,15 @@ struct GgufModelLoader {
         m->inv_freq_[i] /= double(ff[i]);
       }
     }
-    if (opt.populate) {
+    if (opt.populate) {  // what stays mapped (packed matrices were copied out; the embedding is only gathered from)
       volatile uint8_t sink = 0;
-      for (const auto& t : file->tensors())
-        for (size_t i = 0; i < t.nbytes; i += 4096) sink = sink + t.data[i];
+      auto touch = [&](const WeightMatrix& w) {
+        if (!w.owner)
+          for (size_t i = 0; i < w.bytes(); i += 4096) sink = sink + w.data[i];
+      };
+      for (const auto& l : m->layers_)
+        for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) touch(*w);
+      touch(m->lm_head_);
     }
     return m;
   }

@@ -18,6 +18,12 @@ struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv;
 };
 
+// Puts Q8_0/Q4_0 matrices into the interleaved layout the int8 kernels stream (lossless;
+// kernels/weight_matrix.h). A memory-mapped source's pages are released once copied, so a
+// GGUF file is not held in memory twice.
+void pack_for_kernels(WeightMatrix& w);
+void pack_for_kernels(LayerWeights& w);
+
 struct LoadOptions {
   std::optional<WType> weights;  // nullopt: keep the checkpoint's own dtype
   bool populate = false;         // read all pages at load (benchmarks)

@@ -7,8 +7,22 @@
 #include "models/transformer.h"
 #include "models/weight_loader.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace dflash {
+
+void pack_for_kernels(WeightMatrix& w) {
+  if (!packable(w)) return;
+  const bool mapped = !w.owner;
+  const uint8_t* src = w.data;
+  const size_t n = w.bytes();
+  w = pack_weight_matrix(w);
+  if (mapped) release_mapped_pages(src, n);
+}
+
+void pack_for_kernels(LayerWeights& w) {
+  for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) pack_for_kernels(*m);
+}
 
 struct TransformerLoader {
   static std::unique_ptr<Transformer> load(const std::string& dir, const LoadOptions& opt) {
@@ -43,6 +57,7 @@ struct TransformerLoader {
         w.bk = L.vector(lp + "self_attn.k_proj.bias", kvd);
         w.bv = L.vector(lp + "self_attn.v_proj.bias", kvd);
       }
+      pack_for_kernels(w);
       m->layers_.push_back(std::move(w));
     }
     m->final_norm_ = L.vector(p + "norm.weight", H);
@@ -61,6 +76,7 @@ struct TransformerLoader {
     } else {
       throw file_error(dir, "missing tensor 'lm_head.weight' (and tie_word_embeddings is false)");
     }
+    pack_for_kernels(m->lm_head_);
     m->inv_freq_ = rope_inv_freq(c);
     return m;
   }
@@ -91,10 +107,12 @@ struct TransformerLoader {
         w.bk.assign(size_t(kvd), 0.0f);
         w.bv.assign(size_t(kvd), 0.0f);
       }
+      pack_for_kernels(w);
       m->layers_.push_back(std::move(w));
     }
     m->final_norm_ = ones(H);
     m->lm_head_ = mat(c.vocab, H, type);
+    pack_for_kernels(m->lm_head_);
     m->inv_freq_ = rope_inv_freq(c);
     return m;
   }

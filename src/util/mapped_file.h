@@ -28,6 +28,10 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's
+// memory (they read back from the file if touched again): for data copied out at load.
+void release_mapped_pages(const void* p, size_t n);
+
 std::string read_text_file(const std::string& path);
 bool file_exists(const std::string& path);
 

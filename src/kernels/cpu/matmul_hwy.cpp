@@ -135,6 +135,13 @@ void matmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* 
   else for (int t = 0; t < tasks; ++t) fn(t);
 }
 
+void matmul_multi(const float* x, int M, std::initializer_list<MatmulOut> outs, ThreadPool* pool) {
+  bool all_int8 = true;
+  for (const MatmulOut& o : outs) all_int8 = all_int8 && uses_int8_path(o.w->type);
+  if (all_int8) return qmatmul_multi(x, M, outs.begin(), int(outs.size()), pool);
+  for (const MatmulOut& o : outs) matmul(x, M, *o.w, o.y, pool);
+}
+
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
 }  // namespace dflash

@@ -7,9 +7,8 @@
 // folded into one 8-lane fp32 accumulator per row, lane j holding acc[j] of the definition.
 // Highway 1.0 has no int8 dot-product op, so on x86 the dot products are intrinsics inside
 // Highway's per-target compilation; other targets compute the same integers with plain code.
-// Q8_0 and Q4_0 on AVX3_DL skip the L1 staging and keep the decoded group in registers
-// (QRangeDirect below): at decode (M = 1) the staging and scalar f16 scales cost more than
-// the dot products themselves.
+// This row-layout path serves the k-quants, and Q8_0/Q4_0 matrices that were not packed
+// (the models pack theirs at load: qmatmul_packed_hwy.cpp is the fast path for those).
 #define HWY_WANT_AVX3_DL  // VNNI
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/qmatmul_hwy.cpp"
@@ -18,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels/cpu/quant_act.h"
 #include "kernels/numeric.h"
@@ -240,8 +240,11 @@ HWY_INLINE void GroupAccumulate(const Group& G, const int8_t* x, const float* dx
   const __m256i is = GroupIsum<T>(G, x, xs, xs16);
   const __m256 dxv = _mm256_loadu_ps(dx);
   __m256 t;
-  if constexpr (T == WType::Q8_0 || T == WType::Q4_0) {
-    t = _mm256_mul_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(_mm256_load_ps(G.ws), dxv));
+  if constexpr (T == WType::Q8_0 || T == WType::Q4_0) {  // one fma chain, in acc[0]
+    alignas(32) int32_t isum[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(isum), is);
+    for (int j = 0; j < G.nblk; ++j) acc[0] = block_fma(isum[j], G.ws[j], dx[j], acc[0]);
+    return;
   } else if constexpr (T == WType::Q4_K) {
     const __m256i a = _mm256_mullo_epi32(is, _mm256_load_si256(reinterpret_cast<const __m256i*>(G.sc)));
     const __m256i c = _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)),
@@ -261,14 +264,13 @@ HWY_INLINE void GroupAccumulate(const Group& G, const int8_t* x, const float* dx
     const uint8_t* u = G.u + 32 * j;
     const int8_t* xj = x + 32 * j;
     float t;
-    if constexpr (T == WType::Q8_0) {
+    if constexpr (T == WType::Q8_0 || T == WType::Q4_0) {  // one fma chain, in acc[0]
+      if (j >= G.nblk) return;
       int isum = 0;
-      for (int i = 0; i < 32; ++i) isum += int(G.w[32 * j + i]) * int(xj[i]);
-      t = float(isum) * (G.ws[j] * dx[j]);
-    } else if constexpr (T == WType::Q4_0) {
-      int isum = 0;
-      for (int i = 0; i < 32; ++i) isum += int(u[i]) * int(xj[i]);
-      t = float(isum - 8 * xs[j]) * (G.ws[j] * dx[j]);
+      for (int i = 0; i < 32; ++i) isum += (T == WType::Q8_0 ? int(G.w[32 * j + i]) : int(u[i])) * int(xj[i]);
+      if (T == WType::Q4_0) isum -= 8 * xs[j];
+      acc[0] = block_fma(isum, G.ws[j], dx[j], acc[0]);
+      continue;
     } else if constexpr (T == WType::Q4_K) {
       int isum = 0;
       for (int i = 0; i < 32; ++i) isum += int(u[i]) * int(xj[i]);
@@ -289,132 +291,9 @@ HWY_INLINE void GroupAccumulate(const Group& G, const int8_t* x, const float* dx
 
 constexpr int kRowsPerPass = 32;
 
-#if HWY_TARGET == HWY_AVX3_DL
-// ---------------------------------------------------------------------------------------
-// Q8_0 / Q4_0 on AVX3_DL: the group's weights go straight from the loaded row bytes into
-// four 512-bit registers, each holding two blocks in the byte order of the activation row
-// (so x is read as it is stored). This skips the Group staging in L1, converts the eight
-// f16 scales with one F16C instruction instead of the scalar routine, and replaces the
-// hadd-based Reduce8 (7 hadds = 21 uops per group and row) by 6 unpacks + 2 permutes.
-// The integers and the fp32 ops are the same as above, so the result is bit for bit equal.
-
-// Up to 64 bytes at p of which only `avail` exist; the rest read as zero (masked loads do
-// not fault), so a partial group at a row's end decodes to zero weights and zero scales.
-HWY_INLINE __m512i LoadUpTo(const uint8_t* p, int64_t avail) {
-  if (avail >= 64) return _mm512_loadu_si512(p);
-  if (avail <= 0) return _mm512_setzero_si512();
-  return _mm512_maskz_loadu_epi8((uint64_t(1) << avail) - 1, p);
-}
-
-// A group as four registers of two blocks each (bytes of block 2i, then 2i+1) and its scales.
-struct DirectGroup {
-  __m512i w[4];
-  __m256 ws;
-};
-
-template <WType T>
-HWY_INLINE void DecodeDirect(const uint8_t* gp, int64_t avail, DirectGroup& G) {
-  __m512i v[4];
-  if constexpr (T == WType::Q4_0) {
-    // Pair i is the 36 bytes at 36i: d(2) qs(16) d(2) qs(16). Spread to [qs0 qs0 qs1 qs1],
-    // shift the 2nd and 4th 16-byte lane by 4 and mask: [lo(qs0) hi(qs0) lo(qs1) hi(qs1)],
-    // which is weights 0..31 of each block as unsigned 0..15 (the -8 is applied via xs).
-    alignas(64) static constexpr uint8_t kSpread[64] = {
-        2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 2,  3,  4,  5,  6,  7,
-        8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
-        32, 33, 34, 35, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
-    const __m512i spread = _mm512_load_si512(kSpread), m4 = _mm512_set1_epi8(15);
-    for (int i = 0; i < 4; ++i) {
-      v[i] = LoadUpTo(gp + 36 * i, avail - 36 * i);
-      __m512i a = _mm512_permutexvar_epi8(spread, v[i]);
-      a = _mm512_mask_srli_epi16(a, 0xFF00FF00u, a, 4);
-      G.w[i] = _mm512_and_si512(a, m4);
-    }
-    // Scales at bytes 0 and 18 of each pair.
-    const __m512i sidx = _mm512_setr_epi32(0x13120100, 0x53524140, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i s01 = _mm512_permutex2var_epi8(v[0], sidx, v[1]);
-    const __m512i s23 = _mm512_permutex2var_epi8(v[2], sidx, v[3]);
-    G.ws = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm512_castsi512_si128(s01), _mm512_castsi512_si128(s23)));
-  } else {
-    // Pair i is the 68 bytes at 68i: d(2) qs(32) d(2) qs(32); qs1 ends 4 bytes past one
-    // register, so a second load 4 bytes on supplies it. Weights are biased to unsigned by
-    // w ^ 0x80 = w + 128 (dpbusd multiplies unsigned by signed); the 128 * xs is taken off.
-    alignas(64) static constexpr uint8_t kPick[64] = {
-        2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
-        24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107,
-        108, 109, 110, 111, 112, 113, 114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
-    const __m512i pick = _mm512_load_si512(kPick), bias = _mm512_set1_epi8(char(0x80));
-    for (int i = 0; i < 4; ++i) {
-      v[i] = LoadUpTo(gp + 68 * i, avail - 68 * i);
-      const __m512i hi = LoadUpTo(gp + 68 * i + 4, avail - 68 * i - 4);
-      G.w[i] = _mm512_xor_si512(_mm512_permutex2var_epi8(v[i], pick, hi), bias);
-    }
-    // Scales at bytes 0 and 34 of each pair.
-    const __m512i sidx = _mm512_setr_epi32(0x23220100, 0x63624140, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i s01 = _mm512_permutex2var_epi8(v[0], sidx, v[1]);
-    const __m512i s23 = _mm512_permutex2var_epi8(v[2], sidx, v[3]);
-    G.ws = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm512_castsi512_si128(s01), _mm512_castsi512_si128(s23)));
-  }
-}
-
-// Lane j = sum of the 8 int32 lanes of block j, where p[i] holds blocks 2i (lanes 0..7)
-// and 2i+1 (lanes 8..15).
-HWY_INLINE __m256i Reduce4x16(const __m512i* p) {
-  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
-  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
-  // 128-bit lane q of c = the 4-lane sums of lane q of p[0..3]; lanes q = 0,1 belong to
-  // block 2i, q = 2,3 to block 2i+1.
-  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-  const __m512i i1 = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i i2 = _mm512_setr_epi32(4, 12, 5, 13, 6, 14, 7, 15, 0, 0, 0, 0, 0, 0, 0, 0);
-  return _mm256_add_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(i1, c)),
-                          _mm512_castsi512_si256(_mm512_permutexvar_epi32(i2, c)));
-}
-
-template <WType T>
-HWY_INLINE void DirectAccumulate(const DirectGroup& G, const int8_t* x, const float* dx, const int32_t* xs,
-                                 float* acc) {
-  __m512i p[4];
-  for (int i = 0; i < 4; ++i)
-    p[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), G.w[i], _mm512_loadu_si512(x + 64 * i));
-  __m256i s = Reduce4x16(p);
-  const __m256i xsv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs));
-  s = _mm256_sub_epi32(s, _mm256_slli_epi32(xsv, T == WType::Q4_0 ? 3 : 7));
-  const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(G.ws, _mm256_loadu_ps(dx)));
-  _mm256_store_ps(acc, _mm256_add_ps(_mm256_load_ps(acc), t));
-}
-
-template <WType T>
-void QRangeDirect(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
-  const int64_t N = w.rows, nb = w.cols / 32, ng = (nb + 7) / 8;
-  const int64_t rb = int64_t(row_bytes(w.type, w.cols)), gb = T == WType::Q4_0 ? 8 * 18 : 8 * 34;
-  DirectGroup G;
-  alignas(32) float acc[kRowsPerPass][8];
-  for (int m0 = 0; m0 < M; m0 += kRowsPerPass) {
-    const int R = std::min(kRowsPerPass, M - m0);
-    for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* row = w.row(n);
-      for (int r = 0; r < R; ++r)
-        for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
-      for (int64_t g = 0; g < ng; ++g) {
-        DecodeDirect<T>(row + g * gb, rb - g * gb, G);
-        for (int r = 0; r < R; ++r)
-          DirectAccumulate<T>(G, a.qrow(m0 + r) + g * 256, a.drow(m0 + r) + g * 8, a.srow(m0 + r) + g * 8, acc[r]);
-      }
-      for (int r = 0; r < R; ++r) {
-        const float* c = acc[r];
-        y[int64_t(m0 + r) * N + n] = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
-      }
-    }
-  }
-}
-#endif  // HWY_TARGET == HWY_AVX3_DL
 
 template <WType T>
 void QRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
-#if HWY_TARGET == HWY_AVX3_DL
-  if constexpr (T == WType::Q8_0 || T == WType::Q4_0) return QRangeDirect<T>(a, M, w, y, n0, n1);
-#endif
   const int64_t N = w.rows, nb = w.cols / 32, ng = (nb + 7) / 8;
   Group G;
   alignas(32) float acc[kRowsPerPass][8];
@@ -432,7 +311,9 @@ void QRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t 
       }
       for (int r = 0; r < R; ++r) {
         const float* c = acc[r];
-        y[int64_t(m0 + r) * N + n] = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+        y[int64_t(m0 + r) * N + n] = T == WType::Q8_0 || T == WType::Q4_0
+                                         ? c[0]
+                                         : ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
       }
     }
   }
@@ -472,14 +353,52 @@ void qmatmul_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, i
 }
 const char* qmatmul_target_name() { return HWY_DYNAMIC_DISPATCH(QTargetName)(); }
 
-void qmatmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool) {
+namespace {
+// A piece of one product: output units [u0, u1) of matrix `i` (16-row groups when packed,
+// rows otherwise).
+struct QTask {
+  int i;
+  int64_t u0, u1;
+};
+
+// Splits one matrix into tasks: chunks whose weights stay in L2 while the activation rows
+// pass over them, at least 4 per thread so that a slow thread does not hold the others up.
+void split(const WeightMatrix& w, int i, int threads, std::vector<QTask>& out) {
+  if (w.packed) {
+    // Whole sets of 4 groups, so the decode tile reads one sequential stream.
+    const PackedGeometry pg = packed_geometry(w.type, w.rows, w.cols);
+    const int64_t sets = pg.groups / kPackGroupSet;
+    int64_t chunk = std::max<int64_t>(1, (256 * 1024) / std::max<int64_t>(pg.set_bytes, 1));
+    chunk = std::min(chunk, std::max<int64_t>(1, (sets + threads * 4 - 1) / (threads * 4)));
+    const int64_t gchunk = chunk * kPackGroupSet;
+    for (int64_t g = 0; g < pg.groups; g += gchunk) out.push_back({i, g, std::min(pg.groups, g + gchunk)});
+    return;
+  }
+  // Row chunks in multiples of 16 rows, so two threads never write the same 64-byte line of y.
+  const int64_t rb = int64_t(row_bytes(w.type, w.cols));
+  int64_t chunk = std::max<int64_t>(16, (128 * 1024) / std::max<int64_t>(rb, 1));
+  chunk = std::min(chunk, std::max<int64_t>(16, (w.rows + threads * 4 - 1) / (threads * 4)));
+  chunk = (chunk + 15) / 16 * 16;
+  for (int64_t n = 0; n < w.rows; n += chunk) out.push_back({i, n, std::min(w.rows, n + chunk)});
+}
+}  // namespace
+
+void qmatmul_multi(const float* x, int M, const MatmulOut* outs, int n_outs, ThreadPool* pool) {
+  if (n_outs <= 0 || M <= 0) return;
   // Reused across calls: a forward makes hundreds of these and the sizes repeat.
   thread_local QuantActs tl_acts;
-  QuantActs& acts = tl_acts;  // a name the worker threads' lambdas see as this thread's buffer
-  const int64_t K = w.cols;
+  thread_local std::vector<QTask> tl_tasks;
+  QuantActs& acts = tl_acts;  // names the worker threads' lambdas see as this thread's buffers
+  std::vector<QTask>& tasks = tl_tasks;
+  const int64_t K = outs[0].w->cols;
+  int64_t work = 0;
+  for (int i = 0; i < n_outs; ++i) {
+    if (outs[i].w->cols != K) throw std::invalid_argument("matmul_multi: matrices of different widths");
+    work += int64_t(M) * outs[i].w->rows * K;
+  }
   if (acts.rows != M || acts.K != K) acts.resize(M, K);
   const int threads = pool ? pool->size() : 1;
-  const bool small = int64_t(M) * w.rows * K < (int64_t(1) << 21);  // waking workers costs us
+  const bool small = work < (int64_t(1) << 18);  // waking workers costs more than it saves
   const bool par = pool && !small && threads > 1;
   if (par && M >= 2 * threads) {
     pool->parallel_for(threads, [&](int t) {
@@ -488,19 +407,21 @@ void qmatmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool*
   } else {
     HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, 0, M, K, acts);
   }
-  // Row chunks that stay in L2 while up to 32 activation rows pass over them, in multiples
-  // of 16 rows so two threads never write the same 64-byte line of y.
-  const int64_t rb = int64_t(row_bytes(w.type, w.cols));
-  int64_t chunk = std::max<int64_t>(16, (128 * 1024) / std::max<int64_t>(rb, 1));
-  chunk = std::min(chunk, std::max<int64_t>(16, (w.rows + threads * 4 - 1) / (threads * 4)));
-  chunk = (chunk + 15) / 16 * 16;
-  const int tasks = int((w.rows + chunk - 1) / chunk);
+  tasks.clear();
+  for (int i = 0; i < n_outs; ++i) split(*outs[i].w, i, threads, tasks);
   auto fn = [&](int t) {
-    const int64_t n0 = int64_t(t) * chunk, n1 = std::min(w.rows, n0 + chunk);
-    HWY_DYNAMIC_DISPATCH(QRangeDispatch)(acts, M, w, y, n0, n1);
+    const QTask& k = tasks[size_t(t)];
+    const MatmulOut& o = outs[k.i];
+    if (o.w->packed) qmatmul_packed_range(acts, M, *o.w, o.y, k.u0, k.u1);
+    else HWY_DYNAMIC_DISPATCH(QRangeDispatch)(acts, M, *o.w, o.y, k.u0, k.u1);
   };
-  if (par) pool->parallel_for(tasks, fn);
-  else for (int t = 0; t < tasks; ++t) fn(t);
+  if (par) pool->parallel_for(int(tasks.size()), fn);
+  else for (size_t t = 0; t < tasks.size(); ++t) fn(int(t));
+}
+
+void qmatmul(const float* x, int M, const WeightMatrix& w, float* y, ThreadPool* pool) {
+  const MatmulOut o{&w, y};
+  qmatmul_multi(x, M, &o, 1, pool);
 }
 }  // namespace dflash
 #endif

@@ -59,21 +59,6 @@ struct BlockTerm {
     const float dx = a.drow(r)[b];
     const uint8_t* row = w.row(n);
     switch (w.type) {
-      case WType::Q8_0: {
-        const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-        int isum = 0;
-        for (int i = 0; i < 32; ++i) isum += int(blk.qs[i]) * int(x[i]);
-        return float(isum) * (f16_to_f32(blk.d) * dx);
-      }
-      case WType::Q4_0: {
-        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-        int isum = 0;
-        for (int i = 0; i < 32; ++i) {
-          const int q = i < 16 ? blk.qs[i] & 15 : blk.qs[i - 16] >> 4;
-          isum += (q - 8) * int(x[i]);
-        }
-        return float(isum) * (f16_to_f32(blk.d) * dx);
-      }
       case WType::Q4_K: {
         const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(row)[b / 8];
         const int j = int(b % 8);
@@ -108,6 +93,20 @@ struct BlockTerm {
 
 void qmatmul(const QuantActs& a, int M, const WeightMatrix& w, float* y) {
   const int64_t nb = w.cols / 32;
+  if (w.type == WType::Q8_0 || w.type == WType::Q4_0) {
+    const int off = w.type == WType::Q4_0 ? 8 : 0;
+    for (int r = 0; r < M; ++r)
+      for (int64_t n = 0; n < w.rows; ++n) {
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          int isum = 0;
+          for (int i = 0; i < 32; ++i) isum += (quant_value(w, n, 32 * b + i) - off) * int(a.qrow(r)[32 * b + i]);
+          acc = block_fma(isum, f16_to_f32(quant_scale(w, n, b)), a.drow(r)[b], acc);
+        }
+        y[int64_t(r) * w.rows + n] = acc;
+      }
+    return;
+  }
   for (int r = 0; r < M; ++r) {
     const BlockTerm term{a, r};
     for (int64_t n = 0; n < w.rows; ++n) {

@@ -32,6 +32,14 @@ std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
 
 const WType kIntTypes[] = {WType::Q8_0, WType::Q4_0, WType::Q4_K, WType::Q6_K};
 
+// The matrix as stored and, for Q8_0/Q4_0, its interleaved copy: both must give the same bits.
+std::vector<WeightMatrix> layouts(const WeightMatrix& w) {
+  if (!packable(w)) return {w};
+  return {w, pack_weight_matrix(w)};
+}
+
+std::string layout_name(const WeightMatrix& w) { return std::string(wtype_name(w.type)) + (w.packed ? " packed" : ""); }
+
 std::vector<int> shapes_k(WType t) {
   if (t == WType::Q4_K || t == WType::Q6_K) return {256, 768};
   return {32, 96, 288, 896};  // 1, 3, 9 and 28 blocks: partial groups of 8 included
@@ -80,17 +88,18 @@ TEST(QMatmul, FastEqualsReferenceBitwiseForEveryBatchAndThreadCount) {
     for (int K : shapes_k(t)) {
       for (int N : {37, 131}) {
         auto wf = randn(size_t(N) * K, 1 + K + N);
-        WeightMatrix w = make_weight_matrix(wf.data(), N, K, t);
+        const WeightMatrix w0 = make_weight_matrix(wf.data(), N, K, t);
         auto x = randn(size_t(33) * K, 100 + K);
+        for (const WeightMatrix& w : layouts(w0))
         for (int M = 1; M <= 33; ++M) {
           std::vector<float> yr(size_t(M) * N), y1(yr.size()), y2(yr.size());
           ref::matmul(x.data(), M, w, yr.data());
           matmul(x.data(), M, w, y1.data(), &pool1);
           matmul(x.data(), M, w, y2.data(), &pool2);
           ASSERT_EQ(0, std::memcmp(yr.data(), y1.data(), yr.size() * sizeof(float)))
-              << wtype_name(t) << " K=" << K << " N=" << N << " M=" << M << " 1 thread";
+              << layout_name(w) << " K=" << K << " N=" << N << " M=" << M << " 1 thread";
           ASSERT_EQ(0, std::memcmp(yr.data(), y2.data(), yr.size() * sizeof(float)))
-              << wtype_name(t) << " K=" << K << " N=" << N << " M=" << M << " 2 threads";
+              << layout_name(w) << " K=" << K << " N=" << N << " M=" << M << " 2 threads";
         }
       }
     }
@@ -108,8 +117,11 @@ TEST(QMatmul, LargeProductTakesThreadedPathAndStillMatches) {
     auto x = randn(size_t(M) * K, 6);
     std::vector<float> yr(size_t(M) * N), yf(yr.size());
     ref::matmul(x.data(), M, w, yr.data());
-    matmul(x.data(), M, w, yf.data(), &pool2);
-    ASSERT_EQ(0, std::memcmp(yr.data(), yf.data(), yr.size() * sizeof(float))) << wtype_name(t);
+    for (const WeightMatrix& wl : layouts(w)) {
+      std::fill(yf.begin(), yf.end(), -1.0f);
+      matmul(x.data(), M, wl, yf.data(), &pool2);
+      ASSERT_EQ(0, std::memcmp(yr.data(), yf.data(), yr.size() * sizeof(float))) << layout_name(wl);
+    }
     // Any split of the rows gives the same bits.
     QuantActs a;
     quantize_acts(x.data(), M, K, a);
@@ -119,12 +131,38 @@ TEST(QMatmul, LargeProductTakesThreadedPathAndStillMatches) {
   }
 }
 
+TEST(QMatmul, MultiGivesEachProductsOwnBits) {
+  // q/k/v-like and gate/up-like products of one x in one job: each output equals its own
+  // matmul(), packed or not, small (one thread) or large (the pool).
+  ThreadPool pool2(2);
+  for (WType t : kIntTypes) {
+    const int K = 512;
+    for (int M : {1, 3, 40}) {
+      std::vector<WeightMatrix> ws;
+      int seed = 70;
+      for (int N : {200, 40, 72}) {
+        auto wf = randn(size_t(N) * K, uint64_t(seed++));
+        ws.push_back(layouts(make_weight_matrix(wf.data(), N, K, t)).back());
+      }
+      auto x = randn(size_t(M) * K, 80);
+      std::vector<std::vector<float>> want(3), got(3);
+      for (int i = 0; i < 3; ++i) {
+        want[size_t(i)].resize(size_t(M) * size_t(ws[size_t(i)].rows));
+        got[size_t(i)].assign(want[size_t(i)].size(), -1.0f);
+        matmul(x.data(), M, ws[size_t(i)], want[size_t(i)].data(), nullptr);
+      }
+      matmul_multi(x.data(), M, {{&ws[0], got[0].data()}, {&ws[1], got[1].data()}, {&ws[2], got[2].data()}}, &pool2);
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(want[size_t(i)], got[size_t(i)]) << layout_name(ws[size_t(i)]) << " M=" << M << " " << i;
+    }
+  }
+}
+
 TEST(QMatmul, RowResultDoesNotDependOnBatch) {
   ThreadPool pool2(2);
   for (WType t : kIntTypes) {
     const int K = 768, N = 203, M = 40;
     auto wf = randn(size_t(N) * K, 17);
-    WeightMatrix w = make_weight_matrix(wf.data(), N, K, t);
+    for (const WeightMatrix& w : layouts(make_weight_matrix(wf.data(), N, K, t))) {
     auto x = randn(size_t(M) * K, 18);
     std::vector<float> big(size_t(M) * N);
     matmul(x.data(), M, w, big.data(), &pool2);
@@ -136,7 +174,8 @@ TEST(QMatmul, RowResultDoesNotDependOnBatch) {
     for (int start : {3, 17}) {
       std::vector<float> five(size_t(5) * N);
       matmul(x.data() + size_t(start) * K, 5, w, five.data(), &pool2);
-      ASSERT_EQ(0, std::memcmp(five.data(), big.data() + size_t(start) * N, sizeof(float) * 5 * N)) << wtype_name(t);
+      ASSERT_EQ(0, std::memcmp(five.data(), big.data() + size_t(start) * N, sizeof(float) * 5 * N)) << layout_name(w);
+    }
     }
   }
 }
@@ -170,6 +209,43 @@ TEST(QMatmul, CloseToFloatTimesDequantizedWeights) {
     }
     ASSERT_GT(worst, 0.0) << "the int8 path should not be exact fp32";
   }
+}
+
+TEST(PackedLayout, HoldsTheSameWeightsAndScales) {
+  // Every weight and scale reads back the same from the interleaved copy, including a last
+  // group of 16 that is only partly filled and an odd block count (a half-empty last pair).
+  for (WType t : {WType::Q8_0, WType::Q4_0})
+    for (int N : {1, 16, 37}) {
+      const int K = 96;
+      auto wf = randn(size_t(N) * K, 60 + N);
+      const WeightMatrix w = make_weight_matrix(wf.data(), N, K, t);
+      const WeightMatrix p = pack_weight_matrix(w);
+      ASSERT_TRUE(p.packed);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(p.data) % 64, 0u);
+      const PackedGeometry pg = packed_geometry(t, N, K);
+      EXPECT_EQ(p.bytes(), size_t((N + 63) / 64) * size_t(pg.set_bytes));
+      EXPECT_EQ(pg.set_bytes, 4 * 2 * pg.pair_bytes);  // 3 blocks: two pairs per group
+      std::vector<float> a(K), b(K);
+      for (int n = 0; n < N; ++n) {
+        for (int k = 0; k < K; ++k) ASSERT_EQ(quant_value(w, n, k), quant_value(p, n, k)) << n << " " << k;
+        for (int blk = 0; blk < K / 32; ++blk) ASSERT_EQ(quant_scale(w, n, blk), quant_scale(p, n, blk));
+        dequantize_row(w, n, a.data());
+        dequantize_row(p, n, b.data());
+        ASSERT_EQ(a, b);
+      }
+      // Chunk layout as documented: Q4_0 byte 4r + j of chunk c holds q(r, 4c + j) low and
+      // q(r, 16 + 4c + j) high; Q8_0 byte 4r + j of chunk c holds q(r, 4c + j) + 128.
+      const int r = std::min(N - 1, 5);
+      const uint8_t* q = p.packed_quants(pg, 0, 1);
+      if (t == WType::Q4_0) {
+        EXPECT_EQ(q[64 * 2 + 4 * r + 3] & 15, quant_value(w, r, 32 + 11));
+        EXPECT_EQ(q[64 * 2 + 4 * r + 3] >> 4, quant_value(w, r, 32 + 27));
+      } else {
+        EXPECT_EQ(int(q[64 * 6 + 4 * r + 1]) - 128, quant_value(w, r, 32 + 25));
+      }
+      EXPECT_FALSE(packable(p));
+      EXPECT_FALSE(packable(make_weight_matrix(randn(256, 3).data(), 1, 256, WType::Q4_K)));
+    }
 }
 
 TEST(KQuants, LayoutDecodesAsGgufDefinesIt) {
@@ -259,13 +335,16 @@ TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
     for (WType t : kIntTypes) {
       const int K = t == WType::Q4_K || t == WType::Q6_K ? 512 : 288, N = 41, M = 7;
       auto wf = randn(size_t(N) * K, 50);
-      WeightMatrix w = make_weight_matrix(wf.data(), N, K, t);
+      const WeightMatrix w0 = make_weight_matrix(wf.data(), N, K, t);
       auto x = randn(size_t(M) * K, 51);
       std::vector<float> yr(size_t(M) * N), yf(yr.size());
-      ref::matmul(x.data(), M, w, yr.data());
-      matmul(x.data(), M, w, yf.data(), nullptr);
-      ASSERT_EQ(0, std::memcmp(yr.data(), yf.data(), yr.size() * sizeof(float)))
-          << wtype_name(t) << " on " << qmatmul_target_name();
+      ref::matmul(x.data(), M, w0, yr.data());
+      for (const WeightMatrix& w : layouts(w0))
+        for (int Mi : {1, 2, 3, M}) {  // the decode tile, the small-batch tile and the strip tile
+          matmul(x.data(), Mi, w, yf.data(), nullptr);
+          ASSERT_EQ(0, std::memcmp(yr.data(), yf.data(), size_t(Mi) * N * sizeof(float)))
+              << layout_name(w) << " M=" << Mi << " on " << qmatmul_target_name();
+        }
       QuantActs f, r;
       quantize_acts(x.data(), M, K, f);
       ref::quantize_acts(x.data(), M, K, r);

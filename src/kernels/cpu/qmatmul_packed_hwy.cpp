@@ -1,0 +1,358 @@
+// Fast int8 matmul for Q8_0/Q4_0 weights in the interleaved layout (weight_matrix.h), the
+// definition being the one in quant_act.h: one fp32 fma chain per output over the blocks.
+//
+// A register tile is MR activation rows x NG groups of 16 weight rows. Per block, each
+// 64-byte chunk of a group is 4 weights of each of its 16 rows; broadcasting 4 activation
+// bytes of a row against it gives 16 lanes of int8 dot products (VNNI dpbusd on AVX3_DL;
+// maddubs + madd on AVX2), summed exactly in int32 lanes that start at the weights' offset
+// times the block's activation sum (Q4_0: -8 xs, Q8_0: -128 xs, since the packed bytes are
+// unsigned). Then one convert and one fma per tile register: the fp32 accumulators never
+// leave registers, and each weight chunk loaded feeds MR rows. At decode (M = 1) the same
+// tile with NG = 4 streams four groups at once; at prefill and verify a strip of groups is
+// reused by every activation row while it sits in L1/L2.
+#define HWY_WANT_AVX3_DL  // VNNI
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/qmatmul_packed_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/quant_act.h"
+#include "kernels/numeric.h"
+
+#undef DFLASH_PX86
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#define DFLASH_PX86 1
+#else
+#define DFLASH_PX86 0
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#endif
+namespace dflash {
+namespace HWY_NAMESPACE {
+
+struct PackedArgs {
+  const QuantActs& a;
+  const WeightMatrix& w;
+  PackedGeometry pg;
+  float* y;
+  int64_t N;
+};
+
+HWY_INLINE int32_t Load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The weights' zero point times the block's activation sum: where each int32 lane starts.
+template <WType T>
+HWY_INLINE int32_t Offset(int32_t xs) {
+  return T == WType::Q4_0 ? -8 * xs : -128 * xs;
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+#ifndef DFLASH_PF
+#define DFLASH_PF 2304
+#endif
+constexpr int kPrefetch = DFLASH_PF;
+template <WType T, int MR, int NG>
+HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
+  const int8_t* x[MR];
+  const float* dx[MR];
+  const int32_t* xs[MR];
+  #pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m) {
+    x[m] = p.a.qrow(m0 + m);
+    dx[m] = p.a.drow(m0 + m);
+    xs[m] = p.a.srow(m0 + m);
+  }
+  __m512 acc[MR][NG];
+  #pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m)
+    #pragma GCC unroll 16
+    for (int g = 0; g < NG; ++g) acc[m][g] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(15);
+  for (int64_t b = 0; b < p.pg.blocks; ++b) {
+    __m512i ia[MR][NG];
+    #pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const __m512i off = _mm512_set1_epi32(Offset<T>(xs[m][b]));
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) ia[m][g] = off;
+    }
+    const uint8_t* q[NG];
+    #pragma GCC unroll 16
+    for (int g = 0; g < NG; ++g) q[g] = p.w.packed_quants(p.pg, g0 + g, b);
+    if constexpr (MR <= 2) {  // streaming from memory: ask for the lines a few blocks ahead
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g)
+        #pragma GCC unroll 16
+        for (int c = 0; c < (T == WType::Q4_0 ? 5 : 9); c += 1) _mm_prefetch(reinterpret_cast<const char*>(q[g]) + kPrefetch + 64 * c, _MM_HINT_T0);
+    }
+    if constexpr (T == WType::Q4_0) {
+      #pragma GCC unroll 16
+      for (int c = 0; c < 4; ++c) {
+        __m512i lo[NG], hi[NG];
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) {
+          const __m512i raw = _mm512_load_si512(q[g] + 64 * c);
+          lo[g] = _mm512_and_si512(raw, m4);
+          hi[g] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        }
+        #pragma GCC unroll 16
+        for (int m = 0; m < MR; ++m) {
+          const __m512i xl = _mm512_set1_epi32(Load4(x[m] + 32 * b + 4 * c));
+          const __m512i xh = _mm512_set1_epi32(Load4(x[m] + 32 * b + 16 + 4 * c));
+          #pragma GCC unroll 16
+          for (int g = 0; g < NG; ++g) {
+            ia[m][g] = _mm512_dpbusd_epi32(ia[m][g], lo[g], xl);
+            ia[m][g] = _mm512_dpbusd_epi32(ia[m][g], hi[g], xh);
+          }
+        }
+      }
+    } else {
+      #pragma GCC unroll 16
+      for (int c = 0; c < 8; ++c) {
+        __m512i wv[NG];
+        #pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) wv[g] = _mm512_load_si512(q[g] + 64 * c);
+        #pragma GCC unroll 16
+        for (int m = 0; m < MR; ++m) {
+          const __m512i xv = _mm512_set1_epi32(Load4(x[m] + 32 * b + 4 * c));
+          #pragma GCC unroll 16
+          for (int g = 0; g < NG; ++g) ia[m][g] = _mm512_dpbusd_epi32(ia[m][g], wv[g], xv);
+        }
+      }
+    }
+    __m512 ws[NG];
+    #pragma GCC unroll 16
+    for (int g = 0; g < NG; ++g)
+      ws[g] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.w.packed_scales(p.pg, g0 + g, b))));
+    #pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const __m512 d = _mm512_set1_ps(dx[m][b]);
+      #pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g)
+        acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][g]), _mm512_mul_ps(ws[g], d), acc[m][g]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int g = 0; g < NG; ++g) {
+    const int64_t n = (g0 + g) * kPackRows;
+    const int64_t valid = std::min<int64_t>(kPackRows, p.N - n);
+    if (valid <= 0) break;  // the zero rows that pad the last set of 4 groups
+    const __mmask16 k = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
+    #pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(p.y + int64_t(m0 + m) * p.N + n, k, acc[m][g]);
+  }
+}
+constexpr int kMaxMR = 4, kMaxNG = 4;
+#ifndef DFLASH_STREAM_ROWS
+#define DFLASH_STREAM_ROWS 16
+#endif
+constexpr int kStreamRows = DFLASH_STREAM_ROWS;
+
+#elif DFLASH_PX86
+// AVX2 (and AVX-512 without VNNI): 256-bit halves of each chunk, 8 rows a register. u8 x s8
+// pairs via maddubs, which saturates at 32767: Q4_0's 0..15 never reach it, and Q8_0 is made
+// signed again and multiplied as |w| x sign(x, w) (at most 128 * 127 * 2), its offset then 0.
+template <WType T, int MR, int NG>
+HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
+  constexpr int NH = 2 * NG;  // half-groups of 8 rows
+  const int8_t* x[MR];
+  const float* dx[MR];
+  const int32_t* xs[MR];
+  #pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m) {
+    x[m] = p.a.qrow(m0 + m);
+    dx[m] = p.a.drow(m0 + m);
+    xs[m] = p.a.srow(m0 + m);
+  }
+  __m256 acc[MR][NH];
+  #pragma GCC unroll 16
+  for (int m = 0; m < MR; ++m)
+    #pragma GCC unroll 16
+    for (int h = 0; h < NH; ++h) acc[m][h] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(char(0x80));
+  auto dot = [&](__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones); };
+  for (int64_t b = 0; b < p.pg.blocks; ++b) {
+    __m256i ia[MR][NH];
+    #pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const __m256i off = _mm256_set1_epi32(T == WType::Q4_0 ? Offset<T>(xs[m][b]) : 0);
+      #pragma GCC unroll 16
+      for (int h = 0; h < NH; ++h) ia[m][h] = off;
+    }
+    const uint8_t* q[NG];
+    #pragma GCC unroll 16
+    for (int g = 0; g < NG; ++g) q[g] = p.w.packed_quants(p.pg, g0 + g, b);
+    const int chunks = T == WType::Q4_0 ? 4 : 8;
+    #pragma GCC unroll 16
+    for (int c = 0; c < chunks; ++c) {
+      __m256i lo[NH], hi[NH];
+      #pragma GCC unroll 16
+      for (int h = 0; h < NH; ++h) {
+        const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(q[h / 2] + 64 * c + 32 * (h % 2)));
+        if constexpr (T == WType::Q4_0) {
+          lo[h] = _mm256_and_si256(raw, m4);
+          hi[h] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        } else {
+          lo[h] = _mm256_xor_si256(raw, flip);  // the signed weights
+        }
+      }
+      #pragma GCC unroll 16
+      for (int m = 0; m < MR; ++m) {
+        const __m256i xl = _mm256_set1_epi32(Load4(x[m] + 32 * b + 4 * c));
+        if constexpr (T == WType::Q4_0) {
+          const __m256i xh = _mm256_set1_epi32(Load4(x[m] + 32 * b + 16 + 4 * c));
+          #pragma GCC unroll 16
+          for (int h = 0; h < NH; ++h)
+            ia[m][h] = _mm256_add_epi32(ia[m][h], _mm256_add_epi32(dot(lo[h], xl), dot(hi[h], xh)));
+        } else {
+          #pragma GCC unroll 16
+          for (int h = 0; h < NH; ++h)
+            ia[m][h] = _mm256_add_epi32(ia[m][h], dot(_mm256_abs_epi8(lo[h]), _mm256_sign_epi8(xl, lo[h])));
+        }
+      }
+    }
+    __m256 ws[NH];
+    #pragma GCC unroll 16
+    for (int h = 0; h < NH; ++h)
+      ws[h] = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p.w.packed_scales(p.pg, g0 + h / 2, b) + 8 * (h % 2))));
+    #pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      const __m256 d = _mm256_set1_ps(dx[m][b]);
+      #pragma GCC unroll 16
+      for (int h = 0; h < NH; ++h)
+        acc[m][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m][h]), _mm256_mul_ps(ws[h], d), acc[m][h]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int h = 0; h < NH; ++h) {
+    const int64_t n = (g0 + h / 2) * kPackRows + 8 * (h % 2);
+    #pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      float* out = p.y + int64_t(m0 + m) * p.N + n;
+      if (n + 8 <= p.N) {
+        _mm256_storeu_ps(out, acc[m][h]);
+      } else if (n < p.N) {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, acc[m][h]);
+        std::memcpy(out, t, sizeof(float) * size_t(p.N - n));
+      }
+    }
+  }
+}
+constexpr int kMaxMR = 2, kMaxNG = 1, kStreamRows = 0;
+
+#else
+// Portable: the definition in plain code (other CPUs; an int8 dot-product op is not in the
+// Highway version Debian 12 ships).
+template <WType T, int MR, int NG>
+HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
+  for (int m = m0; m < m0 + MR; ++m)
+    for (int64_t g = g0; g < g0 + NG; ++g)
+      for (int r = 0; r < kPackRows; ++r) {
+        const int64_t n = g * kPackRows + r;
+        if (n >= p.N) break;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < p.pg.blocks; ++b) {
+          const uint8_t* q = p.w.packed_quants(p.pg, g, b);
+          const int8_t* x = p.a.qrow(m) + 32 * b;
+          int32_t isum = Offset<T>(p.a.srow(m)[b]);
+          for (int i = 0; i < 32; ++i) {
+            int u;
+            if constexpr (T == WType::Q4_0) {
+              const uint8_t byte = q[64 * ((i % 16) / 4) + 4 * r + i % 4];
+              u = i < 16 ? byte & 15 : byte >> 4;
+            } else {
+              u = q[64 * (i / 4) + 4 * r + i % 4];
+            }
+            isum += u * int(x[i]);
+          }
+          acc = block_fma(isum, f16_to_f32(p.w.packed_scales(p.pg, g, b)[r]), p.a.drow(m)[b], acc);
+        }
+        p.y[int64_t(m) * p.N + n] = acc;
+      }
+}
+constexpr int kMaxMR = 1, kMaxNG = 1, kStreamRows = 0;
+#endif
+
+template <WType T, int NG>
+HWY_INLINE void TileRows(const PackedArgs& p, int m0, int mr, int64_t g0, bool stream) {
+  static_assert(kMaxMR <= 4);
+  switch (mr) {
+    case 1: return Tile<T, 1, NG>(p, m0, g0, stream);
+    case 2: if constexpr (kMaxMR >= 2) return Tile<T, 2, NG>(p, m0, g0, stream); break;
+    case 3: if constexpr (kMaxMR >= 3) return Tile<T, 3, NG>(p, m0, g0, stream); break;
+    default: if constexpr (kMaxMR >= 4) return Tile<T, 4, NG>(p, m0, g0, stream); break;
+  }
+}
+
+// Groups [g0, g1) for every activation row. Up to kStreamRows rows the product is bound by
+// reading the weights: each set of 4 groups is read from memory once (with prefetch) by the
+// first tile of rows and from cache by the rest. Beyond, it is bound by the dot products: a
+// strip of groups is reused by chunks of rows whose quantized activations stay in L2.
+template <WType T>
+void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
+  const PackedArgs p{a, w, packed_geometry(w.type, w.rows, w.cols), y, w.rows};
+  if constexpr (kMaxNG >= 4) {
+    if (M <= kStreamRows) {
+      for (int64_t g = g0; g < g1; g += 4) {
+        const bool whole = g + 4 <= g1;  // always: tasks hold whole sets of 4 groups
+        for (int m = 0; m < M; m += 2) {
+          const int mr = std::min(2, M - m);
+          if (whole) {
+            TileRows<T, 4>(p, m, mr, g, m == 0);
+          } else {
+            for (int64_t gg = g; gg < g1; ++gg) TileRows<T, 1>(p, m, mr, gg, m == 0);
+          }
+        }
+      }
+      return;
+    }
+  }
+  constexpr int kStrip = kMaxNG >= 2 ? 2 : 1;
+  const int mchunk = 64;
+  for (int mc = 0; mc < M; mc += mchunk) {
+    const int mend = std::min(M, mc + mchunk);
+    for (int64_t g = g0; g < g1; g += kStrip) {
+      const bool whole = g + kStrip <= g1;
+      for (int m = mc; m < mend; m += kMaxMR) {
+        const int mr = std::min(kMaxMR, mend - m);
+        if (whole) TileRows<T, kStrip>(p, m, mr, g, false);
+        else TileRows<T, 1>(p, m, mr, g, false);
+      }
+    }
+  }
+}
+
+void PackedRangeDispatch(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
+  if (w.type == WType::Q4_0) return PackedRange<WType::Q4_0>(a, M, w, y, g0, g1);
+  if (w.type == WType::Q8_0) return PackedRange<WType::Q8_0>(a, M, w, y, g0, g1);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace dflash
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC pop_options
+#endif
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dflash {
+HWY_EXPORT(PackedRangeDispatch);
+
+void qmatmul_packed_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
+  HWY_DYNAMIC_DISPATCH(PackedRangeDispatch)(a, M, w, y, g0, g1);
+}
+}  // namespace dflash
+#endif
