@@ -126,6 +126,7 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
     std::fprintf(stderr, "[%s] dflash: loading %s\n", label.c_str(), gguf.c_str());
     reset_peak_rss();
     auto m = Transformer::load(gguf, lo);
+    m->set_cache_type(WType::F16);  // llama.cpp's default KV cache type: both engines read the same bytes
     const WType wt = m->weight_type();
     quant = wtype_name(wt);
     if (uses_int8_path(wt) && !rate.count(wt)) {
@@ -157,6 +158,7 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
   if (peer.contains("threads_used")) l["threads_used"] = peer["threads_used"];
   return {{"model", label},
           {"quant", quant},
+          {"kv_cache", "f16"},
           {"threads", pool.size()},
           {"prompt_tokens", pp},
           {"gen_tokens", tg},
@@ -176,8 +178,8 @@ double get(const nlohmann::json& j, const std::string& k) {
 }
 
 void print_table(const nlohmann::json& rows) {
-  std::printf("dflash vs llama.cpp on the same GGUF file (ratio = dflash / llama.cpp: > 1 is dflash faster for tok/s, "
-              "< 1 is dflash faster for ms)\n\n");
+  std::printf("dflash vs llama.cpp on the same GGUF file, KV cache f16 in both (ratio = dflash / llama.cpp: > 1 is dflash "
+              "faster for tok/s, < 1 is dflash faster for ms)\n\n");
   std::printf("%-14s %-5s %3s | %10s %10s %6s | %10s %10s %6s | %6s %9s\n", "model", "quant", "thr", "pp t/s dfl",
               "llama.cpp", "ratio", "tg t/s dfl", "llama.cpp", "ratio", "roof", "RSS MiB");
   for (const auto& r : rows)

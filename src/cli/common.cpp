@@ -60,9 +60,9 @@ std::optional<WType> parse_weights_option(const std::string& s) {
 }
 
 void add_cache_type_options(CLI::App* sub, CacheTypes& c) {
-  sub->add_option("--cache-type", c.target, "Target KV cache: f32 | q8 | q4 (blocks of 32, fp16 scale)")
+  sub->add_option("--cache-type", c.target, "Target KV cache: f32 | f16 | q8 | q4 (q8/q4: blocks of 32, fp16 scale)")
       ->capture_default_str();
-  sub->add_option("--cache-type-draft", c.draft, "Draft KV cache: f32 | q8 | q4")->capture_default_str();
+  sub->add_option("--cache-type-draft", c.draft, "Draft KV cache: f32 | f16 | q8 | q4")->capture_default_str();
 }
 
 void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* draft) {

@@ -19,7 +19,7 @@ class DFlashDraft;
 
 namespace dflash::cli {
 
-// --cache-type (the target's KV cache) and --cache-type-draft: f32 | q8 | q4. The draft
+// --cache-type (the target's KV cache) and --cache-type-draft: f32 | f16 | q8 | q4. The draft
 // stays f32 by default: a quantized draft cache is known to collapse acceptance elsewhere.
 struct CacheTypes {
   std::string target = "f32", draft = "f32";

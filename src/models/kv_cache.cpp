@@ -6,19 +6,22 @@
 
 namespace dflash {
 
-bool kv_type_supported(WType t) { return t == WType::F32 || t == WType::Q8_0 || t == WType::Q4_0; }
+bool kv_type_supported(WType t) {
+  return t == WType::F32 || t == WType::F16 || t == WType::Q8_0 || t == WType::Q4_0;
+}
 
 WType parse_kv_type(const std::string& s) {
   if (s == "f32") return WType::F32;
+  if (s == "f16") return WType::F16;
   if (s == "q8" || s == "q8_0") return WType::Q8_0;
   if (s == "q4" || s == "q4_0") return WType::Q4_0;
-  throw Error("unknown KV cache type '" + s + "' (expected f32, q8 or q4)");
+  throw Error("unknown KV cache type '" + s + "' (expected f32, f16, q8 or q4)");
 }
 
 KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type)
     : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity), type_(type) {
   if (!kv_type_supported(type)) throw Error(std::string("KV cache type ") + wtype_name(type) + " is not supported");
-  if (type != WType::F32 && head_dim % kQBlock != 0)
+  if ((type == WType::Q8_0 || type == WType::Q4_0) && head_dim % kQBlock != 0)
     throw Error("a " + std::string(wtype_name(type)) + " KV cache needs head_dim to be a multiple of 32 (it is " +
                 std::to_string(head_dim) + ")");
   row_bytes_ = dflash::row_bytes(type, head_dim);

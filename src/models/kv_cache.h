@@ -1,7 +1,7 @@
 #pragma once
 // Keys and values of every layer for positions [0, length), laid out
 // [layer][kv_head][capacity][row] so attention reads each head's keys contiguously. A row is
-// one position of one kv head: head_dim floats (f32), or head_dim/32 GGUF Q8_0 / Q4_0 blocks
+// one position of one kv head: head_dim floats (f32 or f16, llama.cpp's default), or head_dim/32 GGUF Q8_0 / Q4_0 blocks
 // (an fp16 scale per 32 values), quantized when stored.
 // Rolling back after a rejected draft is just lowering `length`: rows are independent, and
 // rows past it are overwritten by the next forward.
@@ -15,9 +15,9 @@
 
 namespace dflash {
 
-// Cache element formats: f32 (default), q8 (Q8_0) and q4 (Q4_0).
+// Cache element formats: f32 (default), f16, q8 (Q8_0) and q4 (Q4_0).
 bool kv_type_supported(WType t);
-WType parse_kv_type(const std::string& s);  // "f32", "q8"/"q8_0", "q4"/"q4_0"
+WType parse_kv_type(const std::string& s);  // "f32", "f16", "q8"/"q8_0", "q4"/"q4_0"
 
 class KVCache {
  public:

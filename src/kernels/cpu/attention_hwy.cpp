@@ -1,4 +1,4 @@
-// Fast tiled attention over f32, Q8_0 and Q4_0 KV caches, SIMD through Highway.
+// Fast tiled attention over f32, f16, Q8_0 and Q4_0 KV caches, SIMD through Highway.
 //
 // A task takes a block of query positions and every query head that shares one kv head, and
 // walks the keys in tiles: each key tile is read (and decoded, for quantized caches) once per
@@ -71,7 +71,11 @@ HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int l
   for (int j = lo; j < hi; ++j) {
     const uint8_t* row = base + size_t(j) * rb;
     float* o = out + size_t(j - ts) * hd;
-    if constexpr (T == WType::Q8_0) {
+    if constexpr (T == WType::F16) {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(row);
+      for (int d = 0; d < hd; d += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + d)), df, o + d);
+    } else if constexpr (T == WType::Q8_0) {
       const hn::Rebind<int8_t, DF> d8;
       const hn::Rebind<int32_t, DF> di;
       const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
@@ -360,6 +364,7 @@ void BlockTaskDispatch(const AttentionArgs& a, int g, int i0, int i1, int c0, in
   switch (a.kv_type) {
     case WType::Q8_0: return BlockTask<WType::Q8_0>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
     case WType::Q4_0: return BlockTask<WType::Q4_0>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
+    case WType::F16: return BlockTask<WType::F16>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
     default: return BlockTask<WType::F32>(a, g, i0, i1, c0, c1, part, c_base, n_chunks);
   }
 }

@@ -15,6 +15,9 @@ void decode_kv_row(const uint8_t* row, int hd, WType t, float* out) {
   if (t == WType::F32) {
     const float* f = reinterpret_cast<const float*>(row);
     for (int d = 0; d < hd; ++d) out[d] = f[d];
+  } else if (t == WType::F16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
+    for (int d = 0; d < hd; ++d) out[d] = f16_to_f32(h[d]);
   } else if (t == WType::Q8_0) {
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
     for (int d = 0; d < hd; ++d) out[d] = float(b[d / kQBlock].qs[d % kQBlock]) * f16_to_f32(b[d / kQBlock].d);

@@ -1,4 +1,4 @@
-// The tiled attention kernel against its plain reference twin for f32, Q8_0 and Q4_0 KV
+// The tiled attention kernel against its plain reference twin for f32, f16, Q8_0 and Q4_0 KV
 // caches, and the bitwise batch invariance the speculative loop rests on: a query row's
 // output does not depend on the rows computed beside it, on the thread count, or on whether
 // its keys were split across threads.
@@ -69,7 +69,7 @@ Inputs setup(const Case& c, uint64_t seed) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (WType t : {WType::F32, WType::Q8_0, WType::Q4_0})
+  for (WType t : {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0})
     for (int group : {1, 2, 4})
       for (int hd : {64, 128}) {
         out.push_back({t, group, hd, 120, 7, 37});    // one chunk, odd lengths
@@ -141,7 +141,7 @@ TEST(AttentionKV, RowResultDoesNotDependOnBatchThreadsOrSplit) {
 // merged result must equal the unsplit one bit for bit and stay close to the reference.
 TEST(AttentionKV, LongDecodeRowSplitAcrossThreadsIsExact) {
   ThreadPool pool1(1), pool2(2);
-  for (WType t : {WType::F32, WType::Q8_0, WType::Q4_0})
+  for (WType t : {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0})
     for (int group : {1, 7}) {
       const Case c{t, group, 64, 4200, 1, 4150};
       Inputs s = setup(c, 77 + group);

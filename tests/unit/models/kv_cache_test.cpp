@@ -18,7 +18,7 @@ using namespace dflash;
 namespace {
 
 const std::string kSrc = DFLASH_SOURCE_DIR;
-const WType kCacheTypes[] = {WType::F32, WType::Q8_0, WType::Q4_0};
+const WType kCacheTypes[] = {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0};
 
 ModelConfig tiny_config(const char* arch) {
   ModelConfig c;
@@ -153,7 +153,7 @@ TEST(KVCache, QuantizedCacheLogitsStayCloseToF32CacheLogits) {
   mean /= double(ref.size());
   for (float x : ref) var += (x - mean) * (x - mean);
   const double sd = std::sqrt(var / double(ref.size()));
-  for (WType ct : {WType::Q8_0, WType::Q4_0}) {
+  for (WType ct : {WType::F16, WType::Q8_0, WType::Q4_0}) {
     m->set_cache_type(ct);
     const auto got = run(*m, ids, 64, &pool);
     double worst = 0, sq = 0;
