@@ -394,7 +394,7 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
   const int c_lo = kmax > kmin ? kmin / attn::kChunk : 0;
   const int c_hi = kmax > kmin ? (kmax + attn::kChunk - 1) / attn::kChunk : c_lo + 1;
   const int threads = pool ? pool->size() : 1;
-  const bool parallel = pool && threads > 1 && work >= (int64_t(1) << 19);
+  const bool parallel = pool && threads > 1 && work >= (int64_t(1) << 17);
   const int tasks_unsplit = a.n_kv_heads * n_blocks;
   // Few blocks (decode, short verify): split the keys by chunk so every thread has work.
   const bool split = parallel && tasks_unsplit < 2 * threads && c_hi - c_lo > 1;
