@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_shapes.h"
 #include "cli/common.h"
 #include "decoding/speculative.h"
 #include "formats/json_file.h"
@@ -95,6 +96,83 @@ double time_forward(const Transformer& m, int K, int ctx_len, ThreadPool& pool, 
     best = std::min(best, now_seconds() - t0);
   }
   return best;
+}
+
+// Seconds of one draft block of B rows after ctx_len context rows, and of feeding it B new
+// context rows (what a step that accepts the whole block adds), best of reps.
+std::pair<double, double> time_draft(const DFlashDraft& draft, int B, int ctx_len, int vocab, ThreadPool& pool, int reps) {
+  KVCache dc = draft.make_cache(ctx_len + 2 * B + 1);
+  std::vector<float> feats(size_t(ctx_len + B) * draft.feature_dim(), 0.01f), lg(size_t(B - 1) * vocab);
+  draft.add_context(dc, feats.data(), ctx_len, &pool);
+  double tp = 1e30, tc = 1e30;
+  for (int rep = 0; rep < reps; ++rep) {
+    double t0 = now_seconds();
+    draft.propose(dc, 1, B, lg.data(), &pool);
+    tp = std::min(tp, now_seconds() - t0);
+    t0 = now_seconds();
+    draft.add_context(dc, feats.data(), B, &pool);
+    tc = std::min(tc, now_seconds() - t0);
+    dc.rollback(ctx_len);
+  }
+  return {tp, tc};
+}
+
+// For each real shape: target forward of B rows and a draft of the published kind (same width
+// as the target, `layers` layers, taps by the formula) per block, both on random weights; with
+// this run's tau per regime and block size they predict tau / (verify + draft) in plain steps.
+nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json& rows, ThreadPool& pool) {
+  nlohmann::json out = nlohmann::json::array();
+  const int ctx_len = 256;
+  const WType wt = parse_wtype(o.predict_weights);
+  for (const std::string& s : o.predict_shapes) {
+    const ModelConfig tc = shape_config(s);
+    std::fprintf(stderr, "predict: %s %s random target and %d-layer draft\n", s.c_str(), wtype_name(wt),
+                 o.predict_draft_layers);
+    auto target = Transformer::random(tc, wt, 1);
+    DraftConfig dc;
+    dc.hidden = tc.hidden, dc.n_layers = o.predict_draft_layers, dc.n_heads = tc.n_heads;
+    dc.n_kv_heads = tc.n_kv_heads, dc.head_dim = tc.head_dim, dc.ffn = tc.ffn, dc.vocab = tc.vocab;
+    dc.rms_eps = tc.rms_eps, dc.rope_theta = tc.rope_theta;
+    dc.block_size = *std::max_element(o.block_sizes.begin(), o.block_sizes.end());
+    dc.mask_token_id = tc.vocab - 1;
+    dc.num_target_layers = tc.n_layers;
+    dc.target_layer_ids = default_target_layer_ids(tc.n_layers, dc.n_layers);
+    auto draft = DFlashDraft::random(dc, wt, *target, 2);
+    const double t1 = time_forward(*target, 1, ctx_len, pool, 5);
+    nlohmann::json shape{{"shape", s}, {"weights", wtype_name(wt)}, {"draft_layers", dc.n_layers},
+                         {"target_layer_ids", dc.target_layer_ids}, {"forward1_ms", t1 * 1e3}};
+    for (int B : o.block_sizes) {
+      if (B < 2) continue;
+      const double tb = time_forward(*target, B, ctx_len, pool, 3);
+      const auto [tp, tcx] = time_draft(*draft, B, ctx_len, tc.vocab, pool, 3);
+      const double verify = tb / t1, drafting = (tp + tcx) / t1;
+      nlohmann::json b{{"verify_ratio", verify}, {"draft_ratio", drafting}};
+      for (const auto& row : rows) {
+        const auto& d = row["dflash"][std::to_string(B)];
+        b["predicted"][row["regime"].get<std::string>()] = {{"tau", d["tau"]},
+                                                            {"speedup", d["tau"].get<double>() / (verify + drafting)}};
+      }
+      shape["blocks"][std::to_string(B)] = b;
+    }
+    out.push_back(shape);
+  }
+  std::printf("\npredicted on real shapes (random weights, target forward and a draft of the published kind, "
+              "%d tokens of context): tau / (verify(B) + draft(B)) in plain steps\n", ctx_len);
+  std::printf("%-14s %-5s %3s %8s %8s", "shape", "quant", "B", "verify", "draft");
+  for (const auto& row : rows) std::printf("  %10s tau -> pred", row["regime"].get<std::string>().c_str());
+  std::printf("\n");
+  for (const auto& sh : out)
+    for (const auto& [k, b] : sh["blocks"].items()) {
+      std::printf("%-14s %-5s %3s %7.2fx %7.2fx", sh["shape"].get<std::string>().c_str(),
+                  sh["weights"].get<std::string>().c_str(), k.c_str(), b["verify_ratio"].get<double>(),
+                  b["draft_ratio"].get<double>());
+      for (const auto& row : rows) {
+        const auto& p = b["predicted"][row["regime"].get<std::string>()];
+        std::printf("  %14.2f -> %4.2fx", p["tau"].get<double>(), p["speedup"].get<double>());
+      }
+      std::printf("\n");
+    }
+  return out;
 }
 
 }  // namespace
@@ -218,6 +296,7 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
                   B, d["tau"].get<double>(), pred, d["speedup"].get<double>());
     }
   nlohmann::json doc{{"regimes", rows}, {"cost_model", cost}};
+  if (!o.predict_shapes.empty()) doc["predicted_shapes"] = predict_shapes(o, rows, pool);
   if (o.json) std::puts(doc.dump(2).c_str());
   return doc;
 }

@@ -131,7 +131,7 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
     quant = wtype_name(wt);
     if (uses_int8_path(wt) && !rate.count(wt)) {
       rate[wt] = measure_int8_rate(wt, pool);
-      std::fprintf(stderr, "int8 kernel rate %s (%s, cache-resident, 32 rows): %.1f G multiply-adds/s\n", quant.c_str(),
+      std::fprintf(stderr, "int8 kernel rate %s (%s, cache-resident, 64 rows): %.1f G multiply-adds/s\n", quant.c_str(),
                    qmatmul_target_name(), rate[wt] / 1e9);
     }
     std::fprintf(stderr, "[%s %s] dflash: pp%d, tg%d, forward of K\n", label.c_str(), quant.c_str(), pp, tg);

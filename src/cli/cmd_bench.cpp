@@ -56,10 +56,11 @@ const std::vector<int>& kCurveK = curve_k();
 using Row = BenchRow;
 }  // namespace
 
-// Multiply-adds per second of the int8 kernel on weights that stay in cache (32 activation
-// rows, all threads): the compute roof of a forward of many tokens in that format.
+// Multiply-adds per second of the int8 kernel on weights that stay in cache (64 activation
+// rows, all threads, a matrix of 1024 rows per thread so that per-call costs do not count):
+// the compute roof of a forward of many tokens in that format.
 double measure_int8_rate(WType t, ThreadPool& pool) {
-  const int K = 2048, N = 128 * pool.size(), M = 32;
+  const int K = 2048, N = 1024 * pool.size(), M = 64;
   std::vector<float> wf(size_t(N) * K), x(size_t(M) * K), y(size_t(M) * N);
   for (size_t i = 0; i < wf.size(); ++i) wf[i] = float(int(i * 2654435761u % 255) - 127) / 127.0f;
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 40503u % 255) - 127) / 127.0f;
@@ -67,8 +68,8 @@ double measure_int8_rate(WType t, ThreadPool& pool) {
   double best = 1e30;
   for (int rep = 0; rep < 7; ++rep) {
     const double t0 = now_seconds();
-    for (int i = 0; i < 10; ++i) matmul(x.data(), M, w, y.data(), &pool);
-    best = std::min(best, (now_seconds() - t0) / 10);
+    for (int i = 0; i < 4; ++i) matmul(x.data(), M, w, y.data(), &pool);
+    best = std::min(best, (now_seconds() - t0) / 4);
   }
   return double(M) * N * K / best;
 }
@@ -172,6 +173,14 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--long-prompt-tokens", o->spec.long_prompt_tokens, "With --draft: long-context prompt length");
   sub->add_option("--bench-gen-tokens", o->spec.gen_tokens, "With --draft: new tokens per prompt (default 300/256)");
   sub->add_flag("--no-adaptive", o->spec.no_adaptive, "With --draft: fixed block size");
+  sub->add_option("--predict-shapes", o->spec.predict_shapes,
+                  "With --draft: real shapes (qwen2.5-0.5b, qwen3-1.7b, ...) whose measured verify and draft costs "
+                  "turn this run's tau into a predicted speedup")
+      ->delimiter(',');
+  sub->add_option("--predict-weights", o->spec.predict_weights, "With --predict-shapes: q4 (default) or q8");
+  sub->add_option("--predict-draft-layers", o->spec.predict_draft_layers,
+                  "With --predict-shapes: layers of the random draft (default 5, as published)")
+      ->check(CLI::Range(1, 64));
   struct KvOpts {
     std::vector<std::string> cache_types;
     int context = 4096, rounds = 3;
@@ -225,7 +234,7 @@ void add_bench_command(CLI::App& app) {
       const WType wt = parse_wtype(wname);
       if (uses_int8_path(wt) && !rate.count(wt)) {
         rate[wt] = measure_int8_rate(wt, pool);
-        std::fprintf(stderr, "int8 kernel rate %s (%s, cache-resident, 32 rows): %.1f G multiply-adds/s\n",
+        std::fprintf(stderr, "int8 kernel rate %s (%s, cache-resident, 64 rows): %.1f G multiply-adds/s\n",
                      wtype_name(wt), qmatmul_target_name(), rate[wt] / 1e9);
       }
     }

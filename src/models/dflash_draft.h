@@ -57,6 +57,10 @@ class DFlashDraft : public Drafter {
   // A draft converted by llama.cpp's convert_hf_to_gguf.py (architecture "dflash").
   static std::unique_ptr<DFlashDraft> load_gguf(const std::string& path, const LoadOptions& opt,
                                                 const Transformer& target);
+  // Random weights of a given shape for `target` (speed benchmarks of real shapes, nothing on
+  // disk): vocab, mask id and the tapped ids come from cfg as given; cfg must fit the target.
+  static std::unique_ptr<DFlashDraft> random(const DraftConfig& cfg, WType weights, const Transformer& target,
+                                             uint64_t seed);
   virtual const char* kind() const { return "dflash"; }
 
   const DraftConfig& config() const { return cfg_; }
