@@ -56,6 +56,22 @@ HWY_INLINE int32_t Load4(const int8_t* p) {
   return v;
 }
 
+// The quantized rows m0.. of a register tile: values, block scales and block sums.
+template <int MR>
+struct RowPtrs {
+  const int8_t* x[MR];
+  const float* dx[MR];
+  const int32_t* xs[MR];
+  RowPtrs(const QuantActs& a, int m0) {
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.qrow(m0 + m);
+      dx[m] = a.drow(m0 + m);
+      xs[m] = a.srow(m0 + m);
+    }
+  }
+};
+
 // The weights' zero point times the block's activation sum: where each int32 lane starts.
 template <WType T>
 HWY_INLINE int32_t Offset(int32_t xs) {
@@ -84,15 +100,10 @@ HWY_INLINE void Prefetch(const uint8_t* const* q) {
 
 template <WType T, int MR, int NG>
 HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
-  const int8_t* x[MR];
-  const float* dx[MR];
-  const int32_t* xs[MR];
-  #pragma GCC unroll 16
-  for (int m = 0; m < MR; ++m) {
-    x[m] = p.a.qrow(m0 + m);
-    dx[m] = p.a.drow(m0 + m);
-    xs[m] = p.a.srow(m0 + m);
-  }
+  const RowPtrs<MR> rows(p.a, m0);
+  const int8_t* const* x = rows.x;
+  const float* const* dx = rows.dx;
+  const int32_t* const* xs = rows.xs;
   __m512 acc[MR][NG];
   #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m)
@@ -243,15 +254,10 @@ constexpr int kMaxMR = 2, kMaxNG = 4;
 template <WType T, int MR, int NG>
 HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
   constexpr int NH = 2 * NG;  // half-groups of 8 rows
-  const int8_t* x[MR];
-  const float* dx[MR];
-  const int32_t* xs[MR];
-  #pragma GCC unroll 16
-  for (int m = 0; m < MR; ++m) {
-    x[m] = p.a.qrow(m0 + m);
-    dx[m] = p.a.drow(m0 + m);
-    xs[m] = p.a.srow(m0 + m);
-  }
+  const RowPtrs<MR> rows(p.a, m0);
+  const int8_t* const* x = rows.x;
+  const float* const* dx = rows.dx;
+  const int32_t* const* xs = rows.xs;
   __m256 acc[MR][NH];
   #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m)
