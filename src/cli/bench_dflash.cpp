@@ -137,6 +137,7 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
     dc.mask_token_id = tc.vocab - 1;
     dc.num_target_layers = tc.n_layers;
     dc.target_layer_ids = default_target_layer_ids(tc.n_layers, dc.n_layers);
+    for (int& id : dc.target_layer_ids) id = std::clamp(id, 0, tc.n_layers - 1);  // the formula assumes >= 4 layers
     auto draft = DFlashDraft::random(dc, wt, *target, 2);
     const double t1 = time_forward(*target, 1, ctx_len, pool, 5);
     nlohmann::json shape{{"shape", s}, {"weights", wtype_name(wt)}, {"draft_layers", dc.n_layers},

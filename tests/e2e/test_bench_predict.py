@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""`dflash bench --draft ... --predict-shapes`: the measured costs of a real shape (here the
+`tiny` one, random weights) turn the run's tau into a predicted speedup. Checks the JSON: one
+entry per shape and block size, positive verify and draft costs measured relative to one
+target forward, and each prediction equal to tau / (verify + draft) with the tau the same run measured for that regime.
+A shape the bench does not know is a clear error.
+"""
+import json
+import math
+import os
+import subprocess
+import tempfile
+
+SRC = os.environ.get("DFLASH_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+BIN = os.environ.get("DFLASH_BIN") or os.path.join(SRC, "build", "dflash")
+PAIR = os.path.join(SRC, "tests", "data", "random_pair")
+passed = failed = 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + detail), flush=True)
+    passed += ok
+    failed += not ok
+
+
+def bench(prompts, extra):
+    cmd = [BIN, "bench", "--model", os.path.join(PAIR, "target"), "--draft", os.path.join(PAIR, "draft"),
+           "--prompts", prompts, "--block-sizes", "2,4", "--n-prompts", "2", "--bench-gen-tokens", "24",
+           "--rounds", "1", "--threads", "2", "--json"] + extra
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts = os.path.join(tmp, "prompts.json")
+        with open(prompts, "w") as f:
+            json.dump({"code": ["def f(x):", "Write a loop."]}, f)
+        r = bench(prompts, ["--predict-shapes", "tiny", "--predict-draft-layers", "1"])
+        check("bench exits 0", r.returncode == 0, r.stderr[-2000:])
+        if r.returncode != 0:
+            return
+        doc = json.loads(r.stdout[r.stdout.rindex("\n{\n") + 1:])
+        shapes = doc.get("predicted_shapes", [])
+        check("one predicted shape", len(shapes) == 1 and shapes[0]["shape"] == "tiny", str(shapes)[:300])
+        if not shapes:
+            return
+        sh = shapes[0]
+        check("forward of one row measured", sh["forward1_ms"] > 0, str(sh["forward1_ms"]))
+        check("draft has the asked layers and the formula's tap", sh["draft_layers"] == 1 and
+              sh["target_layer_ids"] == [1], str(sh["target_layer_ids"]))
+        taus = {row["regime"]: {b: v["tau"] for b, v in row["dflash"].items()} for row in doc["regimes"]}
+        for B in ("2", "4"):
+            b = sh["blocks"].get(B)
+            check(f"B={B} present", b is not None)
+            if b is None:
+                continue
+            v, d = b["verify_ratio"], b["draft_ratio"]
+            check(f"B={B} costs positive and finite", all(math.isfinite(x) and x > 0 for x in (v, d)), f"{v} {d}")
+            for regime, p in b["predicted"].items():
+                want = taus[regime][B] / (v + d)
+                check(f"B={B} {regime} prediction is tau / (verify + draft)",
+                      p["tau"] == taus[regime][B] and abs(p["speedup"] - want) < 1e-9 * max(1.0, want),
+                      f"{p} vs {want}")
+        bad = bench(prompts, ["--predict-shapes", "no-such-shape"])
+        check("unknown shape is refused", bad.returncode != 0 and "unknown shape" in bad.stderr, bad.stderr[-500:])
+
+
+main()
+print(f"{passed} passed, {failed} failed")
+raise SystemExit(1 if failed else 0)
