@@ -190,7 +190,12 @@ TEST(Speculative, AdaptiveLoopStaysExactWithUselessAndPerfectDrafts) {
   ScriptedDrafter perfect(f.truth(gp), 96, [](int) { return false; });
   SpeculativeGenerator g2(*f.model, perfect, &f.pool, 256, SpecParams{8, true});
   EXPECT_EQ(plain, run(g2, f.prompt, gp));
-  EXPECT_GT(g2.stats().accepted, 30);
+  // How often the controller speculates depends on the timings it measures (a loaded machine
+  // can make a verify look dear), so only what holds whatever they are: its prior makes it
+  // try a block after the first plain step, and a perfect draft loses no drafted token.
+  EXPECT_GT(g2.stats().steps, 0);
+  EXPECT_GT(g2.stats().accepted, 0);
+  EXPECT_EQ(g2.stats().accepted, g2.stats().drafted);
 }
 
 // The controller's decisions from synthetic costs: plain step 10 ms, verify of B rows
