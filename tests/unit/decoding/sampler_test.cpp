@@ -1,7 +1,9 @@
 // The sampler's filters against hand-computed distributions, and its counter-based seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "decoding/sampler.h"
 
@@ -19,6 +21,31 @@ std::vector<float> probs(SamplingParams p, const std::vector<int32_t>& hist = {}
 
 TEST(Sampler, GreedyPicksLowestIdOnTies) {
   EXPECT_EQ(1, Sampler(SamplingParams{}).sample(kLogits.data(), 6, {}, 0));
+}
+
+TEST(Sampler, ArgmaxIsTheFirstIndexOfTheLargestFiniteOrNot) {
+  // Against the one-pass definition (first index whose value no later one exceeds) on sizes
+  // around the 16-lane pass, with ties, -inf, +inf and NaNs, including a NaN in front.
+  auto naive = [](const std::vector<float>& x) {
+    int32_t best = 0;
+    for (size_t i = 1; i < x.size(); ++i)
+      if (x[i] > x[size_t(best)]) best = int32_t(i);
+    return best;
+  };
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> small(-3, 3), kind(0, 19);
+  for (int n : {1, 2, 15, 16, 17, 31, 33, 100, 4032}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) {
+        const int k = kind(rng);
+        v = k == 0 ? NAN : k == 1 ? -INFINITY : k == 2 && trial % 7 == 0 ? INFINITY : float(small(rng));
+      }
+      if (trial % 5 == 0) x[0] = NAN;
+      if (trial % 11 == 0) std::fill(x.begin(), x.end(), -INFINITY);
+      ASSERT_EQ(argmax(x.data(), n), naive(x)) << "n=" << n << " trial " << trial;
+    }
+  }
 }
 
 TEST(Sampler, TemperatureSoftmax) {
