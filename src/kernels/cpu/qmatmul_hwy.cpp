@@ -1,14 +1,16 @@
-// Fast int8 matmul for the block-quantized formats (the definition is in quant_act.h).
+// The int8 matmul for matrices in GGUF's row layout (the definition is in quant_act.h): the
+// k-quants, and Q8_0/Q4_0 matrices that were not packed (models pack theirs at load, and
+// qmatmul_packed_hwy.cpp is the fast path for those). Also the entry point that quantizes the
+// activations and splits the work of one or several products over the pool.
 //
 // Per weight row, a group of 8 blocks (256 weights, one k-quant super-block) is decoded once
 // into unsigned bytes in L1 and then multiplied with up to 32 activation rows, so each weight
 // byte is streamed from memory once per 32 rows. The eight block sums of a row come out of
 // int8 dot products (AVX2 maddubs, or VNNI dpbusd on AVX3_DL) as exact integers and are
-// folded into one 8-lane fp32 accumulator per row, lane j holding acc[j] of the definition.
+// folded into one 8-lane fp32 accumulator per row, lane j holding acc[j] of the k-quants'
+// definition (Q8_0/Q4_0: into their one fma chain, block by block).
 // Highway 1.0 has no int8 dot-product op, so on x86 the dot products are intrinsics inside
 // Highway's per-target compilation; other targets compute the same integers with plain code.
-// This row-layout path serves the k-quants, and Q8_0/Q4_0 matrices that were not packed
-// (the models pack theirs at load: qmatmul_packed_hwy.cpp is the fast path for those).
 #define HWY_WANT_AVX3_DL  // VNNI
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/qmatmul_hwy.cpp"
