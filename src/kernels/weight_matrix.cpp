@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <new>
 
 #include "kernels/numeric.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace dflash {
 
@@ -261,9 +261,7 @@ WeightMatrix pack_weight_matrix(const WeightMatrix& w) {
   if (!packable(w)) return w;
   const PackedGeometry pg = packed_geometry(w.type, w.rows, w.cols);
   const size_t total = size_t(pg.groups / kPackGroupSet * pg.set_bytes);
-  std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(::operator new(total, std::align_val_t(64))),
-                               [](uint8_t* p) { ::operator delete(p, std::align_val_t(64)); });
-  std::memset(buf.get(), 0, total);
+  std::shared_ptr<uint8_t> buf = alloc_pages(total);  // zeroed, page-aligned
   WeightMatrix o = w;
   o.data = buf.get();
   o.owner = buf;

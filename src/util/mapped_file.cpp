@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
 
 #include "util/error.h"
@@ -54,6 +55,13 @@ void MappedFile::release() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+std::shared_ptr<uint8_t> alloc_pages(size_t bytes) {
+  const size_t n = bytes == 0 ? 1 : bytes;
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [n](uint8_t* q) { ::munmap(q, n); });
 }
 
 void release_mapped_pages(const void* p, size_t n) {

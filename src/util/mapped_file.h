@@ -2,6 +2,7 @@
 // Read-only memory map of a whole file; weights stay in the page cache and load in O(1).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace dflash {
@@ -27,6 +28,11 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Zero-filled anonymous pages (page-aligned), returned to the OS when the last owner lets go:
+// for large buffers made at load (packed weights), which the heap would keep after a model
+// is freed. Throws std::bad_alloc when memory runs out.
+std::shared_ptr<uint8_t> alloc_pages(size_t bytes);
 
 // Drops the whole pages inside [p, p + n) of a read-only file mapping from this process's
 // memory (they read back from the file if touched again): for data copied out at load.
