@@ -11,18 +11,8 @@ import os
 import subprocess
 import tempfile
 
-SRC = os.environ.get("DFLASH_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BIN = os.environ.get("DFLASH_BIN") or os.path.join(SRC, "build", "dflash")
+from harness import BIN, SRC, check, finish  # noqa: E402
 PAIR = os.path.join(SRC, "tests", "data", "random_pair")
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + detail), flush=True)
-    passed += ok
-    failed += not ok
 
 
 def bench(prompts, extra):
@@ -68,5 +58,4 @@ def main():
 
 
 main()
-print(f"{passed} passed, {failed} failed")
-raise SystemExit(1 if failed else 0)
+finish()

@@ -11,23 +11,12 @@ block size per regime, with a draft2 row on one regime).
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-SRC = os.environ.get("DFLASH_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BIN = os.environ.get("DFLASH_BIN") or os.path.join(SRC, "build", "dflash")
+from harness import BIN, SRC, check, finish  # noqa: E402
 NS = "{http://www.w3.org/2000/svg}"
 KS = [1, 2, 4, 5, 8, 16, 32]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + detail), flush=True)
-    passed += ok
-    failed += not ok
 
 
 def plot(doc, tmp, name):
@@ -139,8 +128,7 @@ def main():
                            capture_output=True, text=True, timeout=60)
         check("empty document is an error", r.returncode != 0 and "nothing to plot" in r.stderr,
               r.stderr)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed or passed == 0 else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -15,20 +15,11 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("DFLASH_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+from harness import BIN, SRC, check, finish  # noqa: E402
 sys.path.insert(0, os.path.join(SRC, "tools"))
 from reference.safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
-BIN = os.environ["DFLASH_BIN"]
 PAIR = os.path.join(SRC, "tests", "data", "random_pair")
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + detail))
-    passed += ok
-    failed += not ok
 
 
 def generate(*extra):
@@ -65,5 +56,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check("fp16 overflow is logged once", err16.count("speculation switched off") == 1, err16)
     check("no draft step after the fallback", fp16["dflash"]["steps"] == 0, str(fp16["dflash"]))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

@@ -21,12 +21,10 @@ import tempfile
 
 import numpy as np
 
-SRC = os.environ.get("DFLASH_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+from harness import BIN, SRC, check, finish  # noqa: E402
 sys.path.insert(0, os.path.join(SRC, "tools"))
 from make_model import make_model  # noqa: E402
 
-BIN = os.environ.get("DFLASH_BIN") or os.path.join(SRC, "build", "dflash")
 PEER = os.path.join(SRC, "tools", "bench", "llamacpp_peer.mjs")
 NPM = ("npm install --ignore-scripts --omit=optional node-llama-cpp@3.22.1 "
        "@node-llama-cpp/linux-x64@3.22.1")
@@ -34,14 +32,6 @@ N_TOKENS = 24      # generated per case
 MIN_COMPARED = 16  # positions that must be compared (and equal) in every case
 MARGIN = 0.05      # logits: below this top-2 gap at dflash's argmax, the engines may differ
 TYPES = ["bf16", "q8_0", "q4_0"]
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + detail), flush=True)
-    passed += ok
-    failed += not ok
 
 
 def run(cmd, timeout=600):
@@ -120,8 +110,7 @@ def main():
                 run([BIN, "convert", "--model", folder, "--out", gguf, "--type", t])
                 compare("%s %s" % (name, t), gguf, prompt, tmp)
                 os.remove(gguf)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed or passed == 0 else 0)
+    finish()
 
 
 if __name__ == "__main__":
