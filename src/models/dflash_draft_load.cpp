@@ -118,29 +118,14 @@ std::unique_ptr<DFlashDraft> DFlashDraft::random(const DraftConfig& cfg, WType w
   d->check_fits("random draft", target);
   const DraftConfig& c = d->cfg_;
   uint64_t state = seed * 0x9e3779b97f4a7c15ull + 7;
-  auto mat = [&](int64_t rows, int64_t cols) {
-    WeightMatrix w = random_weight_matrix(state, rows, cols, weights);
-    pack_for_kernels(w);
-    return w;
-  };
-  auto ones = [](int64_t n) { return std::vector<float>(size_t(n), 1.0f); };
-  const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
-  d->fc_ = mat(H, int64_t(c.target_layer_ids.size()) * H);
-  d->hidden_norm_ = ones(H);
-  d->norm_ = ones(H);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights w;
-    w.wq = mat(qd, H);
-    w.wk = mat(kvd, H);
-    w.wv = mat(kvd, H);
-    w.wo = mat(H, qd);
-    w.gate = mat(c.ffn, H);
-    w.up = mat(c.ffn, H);
-    w.down = mat(H, c.ffn);
-    w.attn_norm = w.ffn_norm = ones(H);
-    w.q_norm = w.k_norm = ones(c.head_dim);
-    d->layers_.push_back(std::move(w));
-  }
+  const int64_t H = c.hidden;
+  d->fc_ = random_weight_matrix(state, H, int64_t(c.target_layer_ids.size()) * H, weights);
+  pack_for_kernels(d->fc_);
+  d->hidden_norm_.assign(size_t(H), 1.0f);
+  d->norm_.assign(size_t(H), 1.0f);
+  for (int l = 0; l < c.n_layers; ++l)  // Qwen3 layers: q/k norms, no biases
+    d->layers_.push_back(random_layer_weights(state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, weights,
+                                              true, false));
   d->finish_load(target);
   return d;
 }

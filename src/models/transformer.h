@@ -24,6 +24,12 @@ struct LayerWeights {
 void pack_for_kernels(WeightMatrix& w);
 void pack_for_kernels(LayerWeights& w);
 
+// One layer of random weights for speed benchmarks of real shapes (the values do not matter):
+// xorshift noise drawn from `state` in the order wq, wk, wv, wo, gate, up, down, norms of
+// ones, zero q/k/v biases when `bias`, packed for the kernels.
+LayerWeights random_layer_weights(uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads, int head_dim,
+                                  int64_t ffn, WType type, bool qk_norm, bool bias);
+
 struct LoadOptions {
   std::optional<WType> weights;  // nullopt: keep the checkpoint's own dtype
   bool populate = false;         // read all pages at load (benchmarks)

@@ -88,28 +88,11 @@ struct TransformerLoader {
     uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
     auto mat = [&](int64_t rows, int64_t cols, WType t) { return random_weight_matrix(state, rows, cols, t); };
     auto ones = [](int64_t n) { return std::vector<float>(size_t(n), 1.0f); };
-    const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
+    const int64_t H = c.hidden;
     m->embed_ = mat(c.vocab, H, WType::BF16);
-    for (int l = 0; l < c.n_layers; ++l) {
-      LayerWeights w;
-      w.wq = mat(qd, H, type);
-      w.wk = mat(kvd, H, type);
-      w.wv = mat(kvd, H, type);
-      w.wo = mat(H, qd, type);
-      w.gate = mat(c.ffn, H, type);
-      w.up = mat(c.ffn, H, type);
-      w.down = mat(H, c.ffn, type);
-      w.attn_norm = ones(H);
-      w.ffn_norm = ones(H);
-      if (c.arch->qk_norm) w.q_norm = w.k_norm = ones(c.head_dim);
-      if (c.attention_bias) {
-        w.bq.assign(size_t(qd), 0.0f);
-        w.bk.assign(size_t(kvd), 0.0f);
-        w.bv.assign(size_t(kvd), 0.0f);
-      }
-      pack_for_kernels(w);
-      m->layers_.push_back(std::move(w));
-    }
+    for (int l = 0; l < c.n_layers; ++l)
+      m->layers_.push_back(random_layer_weights(state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, type,
+                                                c.arch->qk_norm, c.attention_bias));
     m->final_norm_ = ones(H);
     m->lm_head_ = mat(c.vocab, H, type);
     pack_for_kernels(m->lm_head_);
@@ -117,6 +100,30 @@ struct TransformerLoader {
     return m;
   }
 };
+
+LayerWeights random_layer_weights(uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads, int head_dim,
+                                  int64_t ffn, WType type, bool qk_norm, bool bias) {
+  const int64_t H = hidden, qd = int64_t(n_heads) * head_dim, kvd = int64_t(n_kv_heads) * head_dim;
+  auto mat = [&](int64_t rows, int64_t cols) { return random_weight_matrix(state, rows, cols, type); };
+  LayerWeights w;
+  w.wq = mat(qd, H);
+  w.wk = mat(kvd, H);
+  w.wv = mat(kvd, H);
+  w.wo = mat(H, qd);
+  w.gate = mat(ffn, H);
+  w.up = mat(ffn, H);
+  w.down = mat(H, ffn);
+  w.attn_norm.assign(size_t(H), 1.0f);
+  w.ffn_norm.assign(size_t(H), 1.0f);
+  if (qk_norm) w.q_norm = w.k_norm = std::vector<float>(size_t(head_dim), 1.0f);
+  if (bias) {
+    w.bq.assign(size_t(qd), 0.0f);
+    w.bk.assign(size_t(kvd), 0.0f);
+    w.bv.assign(size_t(kvd), 0.0f);
+  }
+  pack_for_kernels(w);
+  return w;
+}
 
 std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& opt) {
   if (has_gguf_suffix(dir)) return load_gguf_transformer(dir, opt);

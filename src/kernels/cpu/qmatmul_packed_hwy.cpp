@@ -180,7 +180,7 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
   }
 }
 
-// Batches (M >= 3): the weights of NG groups for one block are decoded once into registers
+// Batches (M >= 7; smaller ones go through Tile): the weights of NG groups for one block are decoded once into registers
 // and every row of [m0, m1) goes through them, so a batch costs one read and one decode of
 // the weights whatever its size. The rows' fp32 accumulators do not fit in registers and
 // live in L1; each is still one fma chain in block order.
@@ -407,8 +407,8 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
       }
     return;
   }
-  // Batches (and everything without VNNI): the first chunk of rows streams each pair of groups from memory; later chunks
-  // (M > 64) find the task's weights in L2.
+  // Batches (and everything without VNNI): the first chunk of rows streams each pair of
+  // groups from memory; later chunks (M > 64) find the task's weights in L2.
   for (int mc = 0; mc < M; mc += kColRows) {
     const int mend = std::min(M, mc + kColRows);
     for (int64_t g = g0; g < g1; g += 2) {
