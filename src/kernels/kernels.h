@@ -61,6 +61,7 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 namespace ref {
 void matmul(const float* x, int M, const WeightMatrix& w, float* y);
 void attention(const AttentionArgs& a);
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 }  // namespace ref
 
 // Which SIMD target the fast kernels dispatched to on this machine (for bench output).

@@ -33,11 +33,4 @@ void rope_neox(float* x, int rows, int n_heads, int head_dim, const float* cos, 
   }
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = (g / (1.0f + std::exp(-g))) * up[i];
-  }
-}
-
 }  // namespace dflash
