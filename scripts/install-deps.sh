@@ -11,6 +11,13 @@ APT_PACKAGES=(
   python3-torch python3-numpy python3-jinja2 libopenblas0-pthread
   chromium
 )
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+# On x86-64, scripts/test-arm64.sh cross-builds the ARM kernels and runs them under qemu.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+  APT_PACKAGES+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64)
+  dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,8 +26,6 @@ done
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

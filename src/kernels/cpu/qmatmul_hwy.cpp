@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/cpu/quant_act.h"
 #include "kernels/numeric.h"
@@ -353,7 +354,13 @@ void quantize_acts(const float* x, int M, int64_t K, QuantActs& out) {
 void qmatmul_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1) {
   HWY_DYNAMIC_DISPATCH(QRangeDispatch)(a, M, w, y, n0, n1);
 }
-const char* qmatmul_target_name() { return HWY_DYNAMIC_DISPATCH(QTargetName)(); }
+const char* qmatmul_target_name() {
+  const char* hwy_name = HWY_DYNAMIC_DISPATCH(QTargetName)();
+  if (!neon_dotprod_available()) return hwy_name;
+  thread_local std::string name;  // packed Q8_0/Q4_0 take SDOT, the rest the Highway target
+  name = std::string("SDOT+") + hwy_name;
+  return name.c_str();
+}
 
 namespace {
 // A piece of one product: output units [u0, u1) of matrix `i` (16-row groups when packed,

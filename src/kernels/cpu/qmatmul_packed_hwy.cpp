@@ -337,7 +337,7 @@ constexpr int kMaxMR = 2, kMaxNG = 1;
 
 #else
 // Portable: the definition in plain code (other CPUs; an int8 dot-product op is not in the
-// Highway version Debian 12 ships).
+// Highway version Debian 12 ships; ARM cores with dotprod take qmatmul_packed_neon.cpp).
 template <WType T, int MR, int NG>
 HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
   for (int m = m0; m < m0 + MR; ++m)
@@ -435,6 +435,7 @@ namespace dflash {
 HWY_EXPORT(PackedRangeDispatch);
 
 void qmatmul_packed_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
+  if (neon_dotprod_available()) return qmatmul_packed_range_dotprod(a, M, w, y, g0, g1);
   HWY_DYNAMIC_DISPATCH(PackedRangeDispatch)(a, M, w, y, g0, g1);
 }
 }  // namespace dflash

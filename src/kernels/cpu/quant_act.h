@@ -62,6 +62,10 @@ void qmatmul_multi(const float* x, int M, const MatmulOut* outs, int n_outs, Thr
 void qmatmul_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1);
 // The same for a packed Q8_0/Q4_0 matrix, over its 16-row groups [g0, g1).
 void qmatmul_packed_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1);
+// ARM: whether the CPU has SDOT (ARMv8.2 dotprod), and the packed kernel that uses it
+// (qmatmul_packed_neon.cpp); qmatmul_packed_range calls it when the CPU has it.
+bool neon_dotprod_available();
+void qmatmul_packed_range_dotprod(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1);
 
 namespace ref {
 void quantize_acts(const float* x, int M, int64_t K, QuantActs& out);

@@ -355,5 +355,9 @@ TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
   std::string names;
   for (const auto& n : tried) names += n + " ";
   std::printf("int8 matmul checked on: %s\n", names.c_str());
-  EXPECT_GE(tried.size(), 2u) << names;
+#if defined(__x86_64__)
+  EXPECT_GE(tried.size(), 2u) << names;  // at least SSE4 and AVX2 on any x86-64 that runs AVX2
+#else
+  EXPECT_GE(tried.size(), 1u) << names;  // aarch64 builds Highway's NEON target only
+#endif
 }
