@@ -149,27 +149,41 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
       const double verify = tb / t1, drafting = (tp + tcx) / t1;
       nlohmann::json b{{"verify_ratio", verify}, {"draft_ratio", drafting}};
       for (const auto& row : rows) {
-        const auto& d = row["dflash"][std::to_string(B)];
-        b["predicted"][row["regime"].get<std::string>()] = {{"tau", d["tau"]},
-                                                            {"speedup", d["tau"].get<double>() / (verify + drafting)}};
+        const std::string regime = row["regime"].get<std::string>(), key = std::to_string(B);
+        const auto& d = row["dflash"][key];
+        b["predicted"][regime] = {{"tau", d["tau"]}, {"speedup", d["tau"].get<double>() / (verify + drafting)}};
+        // The --draft2 run's tau on the same costs: its convolutions and selector are left out
+        // (their share of a block on the model at hand is in the row's draft2_cost).
+        if (row.contains("draft2") && row["draft2"].contains(key)) {
+          const double tau2 = row["draft2"][key]["tau"].get<double>();
+          b["predicted_draft2"][regime] = {{"tau", tau2}, {"speedup", tau2 / (verify + drafting)}};
+        }
       }
       shape["blocks"][std::to_string(B)] = b;
     }
     out.push_back(shape);
   }
   std::printf("\npredicted on real shapes (random weights, target forward and a draft of the published kind, "
-              "%d tokens of context): tau / (verify(B) + draft(B)) in plain steps\n", ctx_len);
+              "%d tokens of context): tau / (verify(B) + draft(B)) in plain steps%s\n", ctx_len,
+              rows.empty() || !rows[0].contains("draft2") ? ""
+                  : "; tau2 (--draft2) on the same costs, its convolutions and selector not included");
   std::printf("%-14s %-5s %3s %8s %8s", "shape", "quant", "B", "verify", "draft");
+  const bool two = !rows.empty() && rows[0].contains("draft2");
   for (const auto& row : rows) std::printf("  %10s tau -> pred", row["regime"].get<std::string>().c_str());
+  if (two)
+    for (const auto& row : rows) std::printf("  %8s tau2 -> pred", row["regime"].get<std::string>().c_str());
   std::printf("\n");
   for (const auto& sh : out)
     for (const auto& [k, b] : sh["blocks"].items()) {
       std::printf("%-14s %-5s %3s %7.2fx %7.2fx", sh["shape"].get<std::string>().c_str(),
                   sh["weights"].get<std::string>().c_str(), k.c_str(), b["verify_ratio"].get<double>(),
                   b["draft_ratio"].get<double>());
-      for (const auto& row : rows) {
-        const auto& p = b["predicted"][row["regime"].get<std::string>()];
-        std::printf("  %14.2f -> %4.2fx", p["tau"].get<double>(), p["speedup"].get<double>());
+      for (const char* which : {"predicted", "predicted_draft2"}) {
+        if (!b.contains(which)) continue;
+        for (const auto& row : rows) {
+          const auto& p = b[which][row["regime"].get<std::string>()];
+          std::printf("  %14.2f -> %4.2fx", p["tau"].get<double>(), p["speedup"].get<double>());
+        }
       }
       std::printf("\n");
     }

@@ -2,7 +2,8 @@
 """`dflash bench --draft ... --predict-shapes`: the measured costs of a real shape (here the
 `tiny` one, random weights) turn the run's tau into a predicted speedup. Checks the JSON: one
 entry per shape and block size, positive verify and draft costs measured relative to one
-target forward, and each prediction equal to tau / (verify + draft) with the tau the same run measured for that regime.
+target forward, and each prediction equal to tau / (verify + draft) with the tau the same run measured for that regime;
+with --draft2 (a DFlash2 draft), its own tau on the same costs as well.
 A shape the bench does not know is a clear error.
 """
 import json
@@ -13,6 +14,7 @@ import tempfile
 
 from harness import BIN, SRC, check, finish  # noqa: E402
 PAIR = os.path.join(SRC, "tests", "data", "random_pair")
+DRAFT2 = os.path.join(SRC, "tests", "data", "random_pair2", "draft")
 
 
 def bench(prompts, extra):
@@ -27,7 +29,7 @@ def main():
         prompts = os.path.join(tmp, "prompts.json")
         with open(prompts, "w") as f:
             json.dump({"code": ["def f(x):", "Write a loop."]}, f)
-        r = bench(prompts, ["--predict-shapes", "tiny", "--predict-draft-layers", "1"])
+        r = bench(prompts, ["--predict-shapes", "tiny", "--predict-draft-layers", "1", "--draft2", DRAFT2])
         check("bench exits 0", r.returncode == 0, r.stderr[-2000:])
         if r.returncode != 0:
             return
@@ -41,6 +43,7 @@ def main():
         check("draft has the asked layers and the formula's tap", sh["draft_layers"] == 1 and
               sh["target_layer_ids"] == [1], str(sh["target_layer_ids"]))
         taus = {row["regime"]: {b: v["tau"] for b, v in row["dflash"].items()} for row in doc["regimes"]}
+        taus2 = {row["regime"]: {b: v["tau"] for b, v in row["draft2"].items()} for row in doc["regimes"]}
         for B in ("2", "4"):
             b = sh["blocks"].get(B)
             check(f"B={B} present", b is not None)
@@ -52,6 +55,13 @@ def main():
                 want = taus[regime][B] / (v + d)
                 check(f"B={B} {regime} prediction is tau / (verify + draft)",
                       p["tau"] == taus[regime][B] and abs(p["speedup"] - want) < 1e-9 * max(1.0, want),
+                      f"{p} vs {want}")
+            check(f"B={B} has a prediction per regime for --draft2",
+                  set(b.get("predicted_draft2", {})) == set(taus2), str(b.get("predicted_draft2"))[:300])
+            for regime, p in b.get("predicted_draft2", {}).items():
+                want = taus2[regime][B] / (v + d)
+                check(f"B={B} {regime} draft2 prediction is its tau / (verify + draft)",
+                      p["tau"] == taus2[regime][B] and abs(p["speedup"] - want) < 1e-9 * max(1.0, want),
                       f"{p} vs {want}")
         bad = bench(prompts, ["--predict-shapes", "no-such-shape"])
         check("unknown shape is refused", bad.returncode != 0 and "unknown shape" in bad.stderr, bad.stderr[-500:])
