@@ -15,7 +15,8 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 # On x86-64, scripts/test-arm64.sh cross-builds the ARM kernels and runs them under qemu.
 if [ "$(dpkg --print-architecture)" = amd64 ]; then
-  APT_PACKAGES+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64)
+  APT_PACKAGES+=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libgtest-dev:arm64
+                 libpcre2-dev:arm64 libutf8proc-dev:arm64 libcpp-httplib-dev:arm64)
   dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
 fi
 missing=()
