@@ -227,7 +227,7 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& o) {
   const std::string root = find_dflash_root();
   check_peer_installed(root);
   ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
-  const double bw = measure_read_bandwidth(pool);
+  double bw = measure_read_bandwidth(pool);
   std::fprintf(stderr, "threads %d, SIMD %s, measured read bandwidth %.1f GB/s\n", pool.size(), simd_target_name(),
                bw / 1e9);
   std::map<WType, double> rate;
@@ -235,7 +235,7 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& o) {
   if (!o.model.empty()) {
     if (!has_gguf_suffix(o.model)) throw Error("bench --vs-llamacpp --model takes a .gguf file: " + o.model);
     std::string label = o.model.substr(o.model.rfind('/') == std::string::npos ? 0 : o.model.rfind('/') + 1);
-    rows.push_back(measure(root, label, o.model, o.prompt_tokens, o.gen_tokens, pool, bw, rate));
+    rows.push_back(measure(root, label, o.model, o.prompt_tokens, o.gen_tokens, pool, remeasure_read_bandwidth(pool, bw), rate));
   } else {
     // The random shapes carry the demo tokenizer, padded with [PAD] tokens up to their vocabulary.
     const std::string tok_dir = resolve_model_dir("");
@@ -250,7 +250,7 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& o) {
         src.matrix = &RandomWeights::matrix;
         src.vector = &RandomWeights::vector;
         write_gguf(cfg, src, tok_dir, s + "-random", tmp.path, wt);
-        rows.push_back(measure(root, s, tmp.path, o.prompt_tokens, o.gen_tokens, pool, bw, rate));
+        rows.push_back(measure(root, s, tmp.path, o.prompt_tokens, o.gen_tokens, pool, remeasure_read_bandwidth(pool, bw), rate));
       }
   }
   if (o.json) std::puts(rows.dump(2).c_str());

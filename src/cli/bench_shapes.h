@@ -23,6 +23,7 @@ inline const std::vector<int>& curve_k() {
 struct BenchRow {
   std::string model, weights;
   double prefill_tok_s = 0, decode_tok_s = 0, weight_gb = 0, roof = 0;
+  double bandwidth = 0;  // bytes/s this row's roof and bounds are held against
   double peak_rss_mb = -1;  // since the caller's reset_peak_rss() before loading; -1 if unknown
   std::vector<double> forward_s, bound_s;  // per curve_k()
 };

@@ -127,6 +127,7 @@ Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens,
   r.decode_tok_s = gen.timings().decode_tok_s();
   r.weight_gb = double(m.weight_bytes()) / 1e9;
   r.roof = double(m.weight_bytes()) * r.decode_tok_s / bw;
+  r.bandwidth = bw;
   r.forward_s = forward_curve(m, pool, std::min(prompt_tokens, 128));
   // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short
   // context is small next to them).
@@ -226,7 +227,7 @@ void add_bench_command(CLI::App& app) {
       return save(run_dflash_bench(o->spec));
     }
     ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
-    const double bw = measure_read_bandwidth(pool);
+    double bw = measure_read_bandwidth(pool);
     std::fprintf(stderr, "threads %d, SIMD %s, measured read bandwidth %.1f GB/s\n", pool.size(), simd_target_name(),
                  bw / 1e9);
     std::map<WType, double> rate;  // int8 multiply-adds/s per block-quantized format
@@ -246,15 +247,17 @@ void add_bench_command(CLI::App& app) {
         LoadOptions lo;
         lo.weights = wt;
         lo.populate = true;  // page faults are not what we measure
+        const double bw_now = remeasure_read_bandwidth(pool, bw);
         reset_peak_rss();
         auto m = Transformer::load(o->model, lo);
-        rows.push_back(bench_one(o->model, *m, o->prompt_tokens, o->gen_tokens, pool, bw, r8));
+        rows.push_back(bench_one(o->model, *m, o->prompt_tokens, o->gen_tokens, pool, bw_now, r8));
         continue;
       }
       for (const auto& s : o->shapes) {
+        const double bw_now = remeasure_read_bandwidth(pool, bw);
         reset_peak_rss();
         auto m = Transformer::random(shape_config(s), wt, 1);
-        rows.push_back(bench_one(s, *m, o->prompt_tokens, o->gen_tokens, pool, bw, r8));
+        rows.push_back(bench_one(s, *m, o->prompt_tokens, o->gen_tokens, pool, bw_now, r8));
       }
     }
     if (o->json) {
@@ -268,18 +271,18 @@ void add_bench_command(CLI::App& app) {
         const WType wt = parse_wtype(r.weights);
         j.push_back({{"model", r.model}, {"weights", r.weights}, {"threads", pool.size()},
                      {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
-                     {"weight_gb_per_token", r.weight_gb}, {"bandwidth_gb_s", bw / 1e9}, {"roof_fraction", r.roof},
+                     {"weight_gb_per_token", r.weight_gb}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"roof_fraction", r.roof},
                      {"int8_gmac_s", rate.count(wt) ? rate[wt] / 1e9 : 0.0},
                      {"forward_ms", fw}, {"bound_ms", bd}, {"peak_rss_mb", r.peak_rss_mb}});
       }
       std::puts(j.dump(2).c_str());
       return;
     }
-    std::printf("%-14s %-6s %12s %12s %10s %8s %13s\n", "model", "format", "prefill t/s", "decode t/s", "GB/token", "roof",
-                "peak RSS MiB");
+    std::printf("%-14s %-6s %12s %12s %10s %8s %6s %13s\n", "model", "format", "prefill t/s", "decode t/s", "GB/token",
+                "roof", "GB/s", "peak RSS MiB");
     for (auto& r : rows)
-      std::printf("%-14s %-6s %12.1f %12.2f %10.3f %7.0f%% %13.0f\n", r.model.c_str(), r.weights.c_str(), r.prefill_tok_s,
-                  r.decode_tok_s, r.weight_gb, r.roof * 100, r.peak_rss_mb);
+      std::printf("%-14s %-6s %12.1f %12.2f %10.3f %7.0f%% %6.1f %13.0f\n", r.model.c_str(), r.weights.c_str(),
+                  r.prefill_tok_s, r.decode_tok_s, r.weight_gb, r.roof * 100, r.bandwidth / 1e9, r.peak_rss_mb);
     std::printf("\nforward of K tokens: ms (x K=1) | physical bound ms (x K=1 bound)\n%-14s %-6s", "model", "format");
     for (int K : kCurveK) std::printf(" %21s", ("K=" + std::to_string(K)).c_str());
     std::printf("\n");
