@@ -6,6 +6,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define DFLASH_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+// ISB stalls for a few tens of cycles, as PAUSE does; a sched_yield syscall per spin would
+// make each wait cost microseconds.
+#define DFLASH_PAUSE() __asm__ __volatile__("isb" ::: "memory")
 #else
 #define DFLASH_PAUSE() std::this_thread::yield()
 #endif
