@@ -184,7 +184,7 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
 // and every row of [m0, m1) goes through them, so a batch costs one read and one decode of
 // the weights whatever its size. The rows' fp32 accumulators do not fit in registers and
 // live in L1; each is still one fma chain in block order.
-constexpr int kColRows = 64;
+constexpr int kColRows = kPackedOnePassRows;
 template <WType T, int NG>
 HWY_NOINLINE void TileCol(const PackedArgs& p, int m0, int m1, int64_t g0, bool stream) {
   alignas(64) float acc[kColRows][NG][16];
@@ -372,7 +372,7 @@ template <WType T, int NG>
 HWY_INLINE void TileRows(const PackedArgs& p, int m0, int mr, int64_t g0, bool stream);
 
 #if HWY_TARGET != HWY_AVX3_DL
-constexpr int kColRows = 64;
+constexpr int kColRows = kPackedOnePassRows;
 // Without VNNI the register tile serves batches too, kMaxMR rows at a time.
 template <WType T, int NG>
 void TileCol(const PackedArgs& p, int m0, int m1, int64_t g0, bool stream) {

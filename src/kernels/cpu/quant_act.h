@@ -60,7 +60,10 @@ void qmatmul_multi(const float* x, int M, const MatmulOut* outs, int n_outs, Thr
 // y[m][n] for n in [n0, n1) from already quantized activations (fast kernel, one thread;
 // row-layout matrices).
 void qmatmul_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t n0, int64_t n1);
-// The same for a packed Q8_0/Q4_0 matrix, over its 16-row groups [g0, g1).
+// The same for a packed Q8_0/Q4_0 matrix, over its 16-row groups [g0, g1). Up to
+// kPackedOnePassRows activation rows pass over each weight block once; more come back to a
+// range's weights in chunks of that many rows.
+constexpr int kPackedOnePassRows = 64;
 void qmatmul_packed_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1);
 // ARM: whether the CPU has SDOT (ARMv8.2 dotprod), and the packed kernel that uses it
 // (qmatmul_packed_neon.cpp); qmatmul_packed_range calls it when the CPU has it.
