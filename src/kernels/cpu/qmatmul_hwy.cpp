@@ -372,9 +372,9 @@ struct QTask {
 
 // Splits one matrix into tasks, at least 4 per thread so that a slow thread does not hold the
 // others up. Packed matrices: as long as that allows when the rows pass over the weights once
-// (decode, verify, batches up to kColRows), since every task starts a new stream from memory
-// (a 77 MB output matrix read in 8 pieces instead of 300 of 256 KiB went from about 50 to 62
-// GB/s here); chunks whose weights stay in L2 when more rows come back to them.
+// (decode, verify, batches up to kPackedOnePassRows), since every task starts a new stream
+// from memory and a large output matrix in hundreds of short tasks read visibly slower;
+// chunks whose weights stay in L2 when more rows come back to them.
 void split(const WeightMatrix& w, int i, int threads, int M, std::vector<QTask>& out) {
   if (w.packed) {
     // Whole sets of 4 groups, so the decode tile reads one sequential stream.
