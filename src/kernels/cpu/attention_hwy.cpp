@@ -325,6 +325,8 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, Scratch& 
     w.vf.resize(size_t(Tk) * hd);
   }
   w.s.resize(size_t(4) * Tk);
+  // The chunk's first tile too: a task starts cold, on rows no earlier tile asked for.
+  PrefetchRows(Kb, Vb, rb, ulo, std::min(uhi, cs + Tk));
   for (int ts = cs; ts < ce; ts += Tk) {
     const int te = ts + Tk;
     const int lo = std::max(ts, ulo), hi = std::min(te, uhi);
