@@ -92,7 +92,7 @@ nlohmann::json run_peer(const std::string& root, const std::string& gguf, int th
   for (int K : curve_k()) ks += (ks.empty() ? "" : ",") + std::to_string(K);
   const std::string cmd = "node " + shell_quote(root + "/tools/bench/llamacpp_peer.mjs") + " bench --model " +
                           shell_quote(gguf) + " --threads " + std::to_string(threads) + " --pp " + std::to_string(pp) +
-                          " --tg " + std::to_string(tg) + " --ctx " + std::to_string(ctx) + " --batches " + ks;
+                          " --tg " + std::to_string(tg) + " --ctx " + std::to_string(ctx) + " --batches " + ks + " --reps " + std::to_string(kCurveReps);
   std::fflush(stdout);
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) throw Error("bench --vs-llamacpp: cannot start node");

@@ -20,6 +20,11 @@ inline const std::vector<int>& curve_k() {
   return k;
 }
 
+// Each point of the curve is the median of this many forwards after a warm-up, in both engines
+// (the same statistic on both sides): a ratio such as K=16 / K=1 takes the noise of both
+// points, and one forward takes only milliseconds.
+constexpr int kCurveReps = 5;
+
 struct BenchRow {
   std::string model, weights;
   double prefill_tok_s = 0, decode_tok_s = 0, weight_gb = 0, roof = 0;

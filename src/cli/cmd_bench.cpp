@@ -75,7 +75,8 @@ double measure_int8_rate(WType t, ThreadPool& pool) {
 }
 
 namespace {
-// Seconds of one forward of K tokens after `ctx` tokens of context (best of 3), per kCurveK.
+// Seconds of one forward of K tokens after `ctx` tokens of context, per kCurveK: a warm-up,
+// then the median of kCurveReps forwards, the statistic tools/bench/llamacpp_peer.mjs takes.
 std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ctx) {
   const int V = m.config().vocab, kmax = kCurveK.back();
   std::vector<int32_t> ids(size_t(ctx + kmax));
@@ -89,8 +90,8 @@ std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ct
   m.forward(cache, pre, &pool);
   std::vector<double> out;
   for (int K : kCurveK) {
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
+    std::vector<double> t;
+    for (int rep = 0; rep <= kCurveReps; ++rep) {
       ForwardArgs a;
       a.tokens = ids.data() + ctx;
       a.n = K;
@@ -98,10 +99,11 @@ std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ct
       a.logits = logits.data();
       const double t0 = now_seconds();
       m.forward(cache, a, &pool);
-      best = std::min(best, now_seconds() - t0);
+      if (rep > 0) t.push_back(now_seconds() - t0);
       cache.rollback(ctx);
     }
-    out.push_back(best);
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    out.push_back(t[t.size() / 2]);
   }
   return out;
 }

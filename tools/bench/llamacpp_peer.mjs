@@ -4,7 +4,7 @@
 //
 //   node tools/bench/llamacpp_peer.mjs continue --model F.gguf --ids 1,2,3 --n 16 [--threads T]
 //   node tools/bench/llamacpp_peer.mjs bench --model F.gguf [--threads T] [--pp 512] [--tg 128]
-//        [--batches 1,2,4,5,8,16,32] [--ctx 128] [--reps 3]
+//        [--batches 1,2,4,5,8,16,32] [--ctx 128] [--reps 3]  (dflash bench passes --reps 5)
 // No download and no build: getLlama({build: "never"}) uses the installed binary or fails.
 // Written against node-llama-cpp 3.22.1 (LlamaContextSequence.evaluate,
 // evaluateWithoutGeneratingNewTokens, controlledEvaluate, eraseContextTokenRanges, clearHistory).
