@@ -6,14 +6,11 @@
 // AVX3_DL; maddubs + madd on AVX2), summed exactly in int32 lanes that start at the
 // weights' offset times the block's activation sum (Q4_0: -8 xs, Q8_0: -128 xs, since the
 // packed bytes are unsigned). Then one convert and one fma per 16 outputs and block.
-//   - Decode and batches up to 6 rows (Tile): 2 rows x 4 groups of accumulators in
+//   - Decode and batches up to 6 rows (Tile): up to 3 rows x 4 groups of accumulators in
 //     registers, the 4 groups read as one sequential stream with software prefetch.
 //   - Larger batches (TileCol): one block of 2 groups decoded into registers once, then
 //     every row of a chunk of 64 goes through it, its accumulators in L1. Bound by the dot
-//     products (about 3.7 G dpbusd/s per core measured here, against 6.5 G/s for a loop of
-//     nothing else).
-// Measured with 2 threads on 0.5B-shaped Q4_0 matrices (190 MB, not in cache): M = 1 streams
-// at about 53 GB/s; M = 16 costs 3.2x M = 1.
+//     products: `dflash bench` prints their rate on weights in cache and the bound it implies.
 #define HWY_WANT_AVX3_DL  // VNNI
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/qmatmul_packed_hwy.cpp"
@@ -249,7 +246,7 @@ HWY_NOINLINE void TileCol(const PackedArgs& p, int m0, int m1, int64_t g0, bool 
     for (int m = m0; m < m1; ++m) _mm512_mask_storeu_ps(p.y + int64_t(m) * p.N + n, k, _mm512_load_ps(acc[m - m0][g]));
   }
 }
-constexpr int kMaxMR = 2, kMaxNG = 4;
+constexpr int kMaxMR = 3, kMaxNG = 4;
 
 #elif DFLASH_PX86
 // AVX2 (and AVX-512 without VNNI): 256-bit halves of each chunk, 8 rows a register. u8 x s8
@@ -402,10 +399,12 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
   const PackedArgs p{a, w, packed_geometry(w.type, w.rows, w.cols), y, w.rows};
   if (M <= 6 && kMaxNG >= 4) {
     // Decode and the smallest batches: four groups at once in one sequential stream, the
-    // accumulators of two rows in registers; further pairs of rows find the set in cache.
+    // accumulators of up to three rows in registers (3 x 4 int32 sums and 3 x 4 fp32 sums,
+    // with the weights and a broadcast: 30 of the 32 vector registers); further rows find the
+    // set in cache. Four rows go as 2 + 2, not 3 + 1.
     for (int64_t g = g0; g < g1; g += 4)
-      for (int m = 0; m < M; m += 2) {
-        const int mr = std::min(2, M - m);
+      for (int m = 0, mr; m < M; m += mr) {
+        mr = std::min(M - m == 4 ? 2 : kMaxMR, M - m);
         if (g + 4 <= g1) TileRows<T, kMaxNG>(p, m, mr, g, m == 0);  // always: tasks hold whole sets of 4 groups
         else for (int64_t gg = g; gg < g1; ++gg) TileRows<T, 1>(p, m, mr, gg, m == 0);
       }
