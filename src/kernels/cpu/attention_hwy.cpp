@@ -447,8 +447,10 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
   const int threads = pool ? pool->size() : 1;
   const bool parallel = pool && threads > 1 && work >= (int64_t(1) << 17);
   const int tasks_unsplit = a.n_kv_heads * n_blocks;
-  // Few blocks (decode, short verify): split the keys by chunk so every thread has work.
-  const bool split = parallel && tasks_unsplit < 2 * threads && c_hi - c_lo > 1;
+  // Few blocks (decode, short verify) that do not share out evenly: split the keys by chunk so
+  // every thread has work. When they do share out evenly (2 kv heads on 2 threads), each task
+  // keeps its whole key range: no partial states to store and merge on the calling thread.
+  const bool split = parallel && tasks_unsplit < 2 * threads && tasks_unsplit % threads != 0 && c_hi - c_lo > 1;
   if (!split) {
     auto fn = [&](int t) {
       const int g = t % a.n_kv_heads, b = t / a.n_kv_heads;

@@ -104,15 +104,16 @@ TEST(AttentionKV, FastMatchesReferenceForEveryCacheType) {
 }
 
 TEST(AttentionKV, RowResultDoesNotDependOnBatchThreadsOrSplit) {
-  ThreadPool pool1(1), pool2(2);
+  ThreadPool pool1(1), pool2(2), pool3(3);
   for (const Case& c : cases()) {
     Inputs s = setup(c, 2000 + c.hd * 3 + c.group);
     const int nh = 2 * c.group, row = nh * c.hd;
     std::vector<float> all(size_t(c.nq) * row);
     attention(s.args(c, all.data()), &pool2);
     for (int i = 0; i < c.nq; ++i) {
-      // Alone, as in decode: on two threads a long row is split by key chunk across tasks.
-      for (ThreadPool* p : {&pool1, &pool2}) {
+      // Alone, as in decode. The 2 kv heads are 2 tasks: two threads take one each, whole;
+      // three threads get the row's keys split by chunk across tasks.
+      for (ThreadPool* p : {&pool1, &pool2, &pool3}) {
         std::vector<float> one(static_cast<size_t>(row));
         AttentionArgs a = s.args(c, one.data());
         a.q += size_t(i) * row;
@@ -137,20 +138,23 @@ TEST(AttentionKV, RowResultDoesNotDependOnBatchThreadsOrSplit) {
   }
 }
 
-// Long single rows (4,000+ keys) are the decode case that splits keys across threads; the
-// merged result must equal the unsplit one bit for bit and stay close to the reference.
+// Long single rows (4,000+ keys) are the decode case that splits keys across threads when the
+// kv heads do not share out evenly (2 heads, 3 threads); the merged result must equal the
+// unsplit one bit for bit and stay close to the reference.
 TEST(AttentionKV, LongDecodeRowSplitAcrossThreadsIsExact) {
-  ThreadPool pool1(1), pool2(2);
+  ThreadPool pool1(1), pool2(2), pool3(3);
   for (WType t : {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0})
     for (int group : {1, 7}) {
       const Case c{t, group, 64, 4200, 1, 4150};
       Inputs s = setup(c, 77 + group);
       const size_t n = size_t(2) * group * c.hd;
-      std::vector<float> o1(n), o2(n), orf(n);
+      std::vector<float> o1(n), o2(n), o3(n), orf(n);
       attention(s.args(c, o1.data()), &pool1);
       attention(s.args(c, o2.data()), &pool2);
+      attention(s.args(c, o3.data()), &pool3);
       ref::attention(s.args(c, orf.data()));
       ASSERT_EQ(0, std::memcmp(o1.data(), o2.data(), sizeof(float) * n)) << name(c);
+      ASSERT_EQ(0, std::memcmp(o1.data(), o3.data(), sizeof(float) * n)) << name(c);
       for (size_t i = 0; i < n; ++i) ASSERT_NEAR(o1[i], orf[i], 4e-6) << name(c) << " " << i;
     }
 }
