@@ -399,9 +399,10 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
   const PackedArgs p{a, w, packed_geometry(w.type, w.rows, w.cols), y, w.rows};
   if (M <= 6 && kMaxNG >= 4) {
     // Decode and the smallest batches: four groups at once in one sequential stream, the
-    // accumulators of up to three rows in registers (3 x 4 int32 sums and 3 x 4 fp32 sums,
-    // with the weights and a broadcast: 30 of the 32 vector registers); further rows find the
-    // set in cache. Four rows go as 2 + 2, not 3 + 1.
+    // accumulators of up to three rows in registers (3 x 4 int32 sums and 3 x 4 fp32 sums:
+    // 24 of the 32 vector registers; Q8_0's weights and broadcasts fit beside them, Q4_0's
+    // decoded nibbles make GCC spill a few to the stack); further rows find the set in cache.
+    // Four rows go as 2 + 2, not 3 + 1.
     for (int64_t g = g0; g < g1; g += 4)
       for (int m = 0, mr; m < M; m += mr) {
         mr = std::min(M - m == 4 ? 2 : kMaxMR, M - m);
