@@ -107,6 +107,27 @@ HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int l
   }
 }
 
+// Cache lines of the next tile's keys and values still to be asked for, a few at a time from
+// inside the score loop, so that the stream from memory runs under the arithmetic instead of
+// stalling it in one burst of prefetches at the start of each tile.
+struct PrefetchCursor {
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  size_t at = 0, end = 0, per_step = 0;
+  HWY_INLINE void Step() {
+    for (size_t n = 0; n < per_step && at < end; ++n, at += 64) {
+      hwy::Prefetch(k + at);
+      hwy::Prefetch(v + at);
+    }
+  }
+  HWY_INLINE void Finish() {
+    for (; at < end; at += 64) {
+      hwy::Prefetch(k + at);
+      hwy::Prefetch(v + at);
+    }
+  }
+};
+
 #if HWY_TARGET != HWY_SCALAR
 // Adds the 128-bit blocks of v: (B0 + B2) + (B1 + B3) on 512-bit vectors, B0 + B1 on 256.
 template <class D>
@@ -175,7 +196,7 @@ HWY_INLINE void ScoreQuad(const float* const* q, const float* const* kr, int nk,
 // the key range).
 template <int NR>
 HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, int jb, int je, float scale, float* s,
-                       int ls) {
+                       int ls, PrefetchCursor& pf) {
   const hn::Full128<float> d4;
   const auto vscale = hn::Set(d4, scale);
   for (int j = jb; j < je; j += 4) {
@@ -183,6 +204,7 @@ HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, in
     const float* kr[4];
 #pragma GCC unroll 4
     for (int x = 0; x < 4; ++x) kr[x] = K + size_t(j + std::min(x, nk - 1) - ts) * hd;
+    pf.Step();
     if (nk == 4) ScoreQuad<NR, true>(q, kr, 4, hd, vscale, s + j - ts, ls);
     else ScoreQuad<NR, false>(q, kr, nk, hd, vscale, s + j - ts, ls);
   }
@@ -190,7 +212,7 @@ HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, in
 #else
 template <int NR>
 HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, int jb, int je, float scale, float* s,
-                       int ls) {
+                       int ls, PrefetchCursor& pf) {
   for (int j = jb; j < je; ++j)
     for (int u = 0; u < NR; ++u) {
       float a = 0;
@@ -250,13 +272,14 @@ HWY_INLINE void AccumulateValues(float* const* acc, const float* p, int ls, cons
 // share the key range: they are the heads of one query position).
 template <int NR>
 HWY_INLINE void TileRows(const float* const* q, float* const* acc, float* m, float* l, const float* K,
-                         const float* V, int hd, int T, int ts, int jb, int je, float scale, float* s) {
+                         const float* V, int hd, int T, int ts, int jb, int je, float scale, float* s,
+                         PrefetchCursor& pf) {
   const DF df;
   const int L = int(hn::Lanes(df));
   const auto ninf = hn::Set(df, -INFINITY);
   for (int u = 0; u < NR; ++u)
     for (int x = 0; x < T; x += L) hn::StoreU(ninf, df, s + u * T + x);
-  Scores<NR>(q, K, hd, ts, jb, je, scale, s, T);
+  Scores<NR>(q, K, hd, ts, jb, je, scale, s, T, pf);
   for (int u = 0; u < NR; ++u) {
     float* su = s + u * T;
     auto mx = ninf;
@@ -285,9 +308,9 @@ HWY_INLINE void TileRows(const float* const* q, float* const* acc, float* m, flo
   AccumulateValues<NR>(acc, s, T, V, hd, ts, jb, je);
 }
 
-// Asks for the cache rows [lo, hi) of keys and values: the next tile's, while this one is
-// computed. A decode step reads each layer's cache once, from memory, in short runs (a chunk
-// per task) that the hardware prefetcher alone does not get ahead of.
+// Asks for the cache rows [lo, hi) of keys and values at once: a task's first tile. A decode
+// step reads each layer's cache once, from memory, in short runs (a task per kv head) that the
+// hardware prefetcher alone does not get ahead of.
 HWY_INLINE void PrefetchRows(const uint8_t* K, const uint8_t* V, size_t rb, int lo, int hi) {
   if (lo >= hi) return;
   for (size_t o = (size_t(lo) * rb) & ~size_t(63); o < size_t(hi) * rb; o += 64) {
@@ -300,11 +323,32 @@ struct Scratch {
   std::vector<float> kf, vf, s, m, l, acc, cm, cl, cacc;
 };
 
+// The cursor over keys [plo, phi), the tile after ts (it may lie in the task's next chunk):
+// its lines shared out over the quads of scores that tile ts computes, every row group's walk
+// over its (at most `keys`) keys.
+HWY_INLINE PrefetchCursor NextTileCursor(const AttentionArgs& a, const uint8_t* Kb, const uint8_t* Vb, size_t rb,
+                                         int i0, int i1, int ts, int plo, int phi, int keys) {
+  PrefetchCursor pf;
+  if (plo >= phi) return pf;
+  pf.k = Kb;
+  pf.v = Vb;
+  pf.at = (size_t(plo) * rb) & ~size_t(63);
+  pf.end = size_t(phi) * rb;
+  const int group = a.n_heads / a.n_kv_heads, te = ts + attn::tile_keys(a.head_dim);
+  int row_groups = 0;
+  for (int i = i0; i < i1; ++i)
+    if (std::max(ts, a.kbeg[i]) < std::min(te, a.kend[i])) row_groups += (group + 3) / 4;
+  const size_t steps = size_t(std::max(1, row_groups)) * size_t((keys + 3) / 4);
+  pf.per_step = ((pf.end - pf.at + 63) / 64 + steps - 1) / steps;
+  return pf;
+}
+
 // Softmax states of the rows of positions [i0, i1) x the heads of kv head g over chunk c:
 // cm/cl/cacc[r], r = (i - i0) * group + head within the group. Returns false if no row of the
-// block has a key in the chunk.
+// block has a key in the chunk. `cold`: no earlier chunk of this task asked for this one's
+// first tile. Keys below task_hi are read by this task, in this chunk or a later one.
 template <WType T>
-bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, Scratch& w) {
+bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold, int task_hi, Scratch& w) {
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, Tk = attn::tile_keys(hd);
   const int R = (i1 - i0) * group;
   const size_t rb = row_bytes(a.kv_type, hd);
@@ -325,13 +369,15 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, Scratch& 
     w.vf.resize(size_t(Tk) * hd);
   }
   w.s.resize(size_t(4) * Tk);
-  // The chunk's first tile too: a task starts cold, on rows no earlier tile asked for.
-  PrefetchRows(Kb, Vb, rb, ulo, std::min(uhi, cs + Tk));
+  // A task starts cold, on rows no earlier tile asked for; after that, each tile's cursor
+  // runs on into the next chunk.
+  if (cold) PrefetchRows(Kb, Vb, rb, ulo, std::min(uhi, cs + Tk));
   for (int ts = cs; ts < ce; ts += Tk) {
     const int te = ts + Tk;
     const int lo = std::max(ts, ulo), hi = std::min(te, uhi);
     if (lo >= hi) continue;
-    PrefetchRows(Kb, Vb, rb, std::max(te, ulo), std::min(te + Tk, uhi));
+    PrefetchCursor pf = NextTileCursor(a, Kb, Vb, rb, i0, i1, ts, std::max(te, ulo),
+                                       std::min(te + Tk, std::max(uhi, task_hi)), hi - lo);
     const float *K, *V;
     if constexpr (T == WType::F32) {
       K = reinterpret_cast<const float*>(Kb) + size_t(ts) * hd;
@@ -357,13 +403,14 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, Scratch& 
         float* m = w.cm.data() + r0;
         float* l = w.cl.data() + r0;
         switch (nr) {
-          case 1: TileRows<1>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
-          case 2: TileRows<2>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
-          case 3: TileRows<3>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
-          default: TileRows<4>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data()); break;
+          case 1: TileRows<1>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
+          case 2: TileRows<2>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
+          case 3: TileRows<3>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
+          default: TileRows<4>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
         }
       }
     }
+    pf.Finish();
   }
   return true;
 }
@@ -382,8 +429,12 @@ void BlockTask(const AttentionArgs& a, int g, int i0, int i1, int c0, int c1, fl
     w.l.assign(size_t(R), 0.0f);
     w.acc.assign(size_t(R) * hd, 0.0f);
   }
+  int task_hi = 0;
+  for (int i = i0; i < i1; ++i) task_hi = std::max(task_hi, std::min(a.kend[i], c1 * kChunk));
+  bool warm = false;
   for (int c = c0; c < c1; ++c) {
-    const bool any = ChunkStates<T>(a, g, i0, i1, c, w);
+    const bool any = ChunkStates<T>(a, g, i0, i1, c, !warm, task_hi, w);
+    warm = warm || any;
     for (int r = 0; r < R; ++r) {
       const float cm = any ? w.cm[size_t(r)] : -INFINITY;
       if (part) {
