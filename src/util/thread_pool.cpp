@@ -20,7 +20,26 @@ namespace {
 constexpr int kSpins = 20000;  // ~tens of microseconds before a worker goes to sleep
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+// A share [front, back) of units in one word, so that its owner (from the front) and the
+// threads that take from its back agree with one compare-and-swap.
+struct alignas(64) ThreadPool::Share {
+  std::atomic<uint64_t> fb{0};
+  static uint64_t pack(int64_t f, int64_t b) { return uint64_t(f) | (uint64_t(b) << 32); }
+  // Takes up to `grain` units from the front (front = true) or the back; false when empty.
+  bool take(bool front, int64_t grain, int64_t& u0, int64_t& u1) {
+    uint64_t v = fb.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t f = int64_t(v & 0xffffffffu), b = int64_t(v >> 32);
+      if (f >= b) return false;
+      u0 = front ? f : std::max(f, b - grain);
+      u1 = front ? std::min(b, f + grain) : b;
+      const uint64_t nv = front ? pack(u1, b) : pack(f, u0);
+      if (fb.compare_exchange_weak(v, nv, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), shares_(new Share[size_t(n_threads_)]) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -59,6 +78,26 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     std::unique_lock<std::mutex> lk(mu_);
     cv_done_.wait(lk, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   }
+}
+
+
+void ThreadPool::parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int T = n_threads_;
+  if (T == 1 || n <= grain || n >= (int64_t(1) << 31)) {
+    // One piece per grain in order: the same pieces a lone thread would take from its share.
+    for (int64_t u = 0; u < n; u += grain) fn(u, std::min(n, u + grain));
+    return;
+  }
+  Share* const shares = shares_.get();
+  for (int t = 0; t < T; ++t) shares[t].fb.store(Share::pack(n * t / T, n * (t + 1) / T));
+  parallel_for(T, [&](int t) {
+    int64_t u0, u1;
+    while (shares[t].take(true, grain, u0, u1)) fn(u0, u1);
+    for (int k = 1; k < T; ++k)
+      while (shares[(t + k) % T].take(false, grain, u0, u1)) fn(u0, u1);
+  });
 }
 
 void ThreadPool::worker_loop() {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,11 +24,20 @@ class ThreadPool {
   int size() const { return n_threads_; }
   // Runs fn(i) for i in [0, n); the caller thread takes part. Tasks are claimed dynamically.
   void parallel_for(int n, const std::function<void(int)>& fn);
+  // Runs fn(u0, u1) over pieces that cover [0, n) exactly once. Each thread owns an equal share
+  // and takes it from the front, `grain` units at a time, so it reads its share as one
+  // sequential stream; a thread that runs out takes pieces from the back of the others' shares.
+  // The last thread to finish waits for at most one piece, where equal static tasks would leave
+  // it a whole task behind.
+  void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
+  struct Share;  // one thread's share of parallel_ranges' units (complete in the .cpp, where
+                 // the constructor and destructor are)
   void worker_loop();
   void run_tasks();
   int n_threads_;
+  std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;

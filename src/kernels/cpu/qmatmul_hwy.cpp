@@ -371,10 +371,9 @@ struct QTask {
 };
 
 // Splits one matrix into tasks, at least 4 per thread so that a slow thread does not hold the
-// others up. Packed matrices: as long as that allows when the rows pass over the weights once
-// (decode, verify, batches up to kPackedOnePassRows), since every task starts a new stream
-// from memory and a large output matrix in hundreds of short tasks read visibly slower;
-// chunks whose weights stay in L2 when more rows come back to them.
+// others up: row-layout matrices, and packed ones that more than kPackedOnePassRows rows come
+// back to (chunks whose weights stay in L2 for them). Threaded single passes over packed
+// weights go through ThreadPool::parallel_ranges instead (qmatmul_multi).
 void split(const WeightMatrix& w, int i, int threads, int M, std::vector<QTask>& out) {
   if (w.packed) {
     // Whole sets of 4 groups, so the decode tile reads one sequential stream.
@@ -419,6 +418,33 @@ void qmatmul_multi(const float* x, int M, const MatmulOut* outs, int n_outs, Thr
     });
   } else {
     HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, 0, M, K, acts);
+  }
+  bool all_packed = true;
+  for (int i = 0; i < n_outs; ++i) all_packed = all_packed && outs[i].w->packed;
+  if (par && all_packed && M <= kPackedOnePassRows) {
+    // One pass over the weights: the sets of every matrix in a row as units, each thread its
+    // share in one stream and then pieces of the others' (ThreadPool::parallel_ranges). Each
+    // set's outputs are computed the same way whichever thread takes it.
+    thread_local std::vector<int64_t> tl_first;  // first unit of each matrix, then the total
+    std::vector<int64_t>& first = tl_first;
+    first.assign(size_t(n_outs) + 1, 0);
+    for (int i = 0; i < n_outs; ++i) {
+      const int64_t groups = packed_geometry(outs[i].w->type, outs[i].w->rows, outs[i].w->cols).groups;
+      first[size_t(i) + 1] = first[size_t(i)] + (groups + kPackGroupSet - 1) / kPackGroupSet;
+    }
+    pool->parallel_ranges(first.back(), 1, [&](int64_t u0, int64_t u1) {
+      for (int i = 0; i < n_outs && u0 < u1; ++i) {
+        const int64_t end = first[size_t(i) + 1];
+        if (u0 >= end) continue;
+        const int64_t e = std::min(u1, end);
+        const WeightMatrix& w = *outs[i].w;
+        const int64_t groups = packed_geometry(w.type, w.rows, w.cols).groups;
+        qmatmul_packed_range(acts, M, w, outs[i].y, (u0 - first[size_t(i)]) * kPackGroupSet,
+                             std::min(groups, (e - first[size_t(i)]) * kPackGroupSet));
+        u0 = e;
+      }
+    });
+    return;
   }
   tasks.clear();
   for (int i = 0; i < n_outs; ++i) split(*outs[i].w, i, threads, M, tasks);

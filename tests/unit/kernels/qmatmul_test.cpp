@@ -134,25 +134,29 @@ TEST(QMatmul, LargeProductTakesThreadedPathAndStillMatches) {
 TEST(QMatmul, MultiGivesEachProductsOwnBits) {
   // q/k/v-like and gate/up-like products of one x in one job: each output equals its own
   // matmul(), packed or not, small (one thread) or large (the pool).
-  ThreadPool pool2(2);
+  ThreadPool pool2(2), pool3(3);
   for (WType t : kIntTypes) {
     const int K = 512;
     for (int M : {1, 3, 40}) {
-      std::vector<WeightMatrix> ws;
-      int seed = 70;
-      for (int N : {200, 40, 72}) {
-        auto wf = randn(size_t(N) * K, uint64_t(seed++));
-        ws.push_back(layouts(make_weight_matrix(wf.data(), N, K, t)).back());
+      for (ThreadPool* pool : {&pool2, &pool3}) {
+        std::vector<WeightMatrix> ws;
+        int seed = 70;
+        for (int N : {200, 40, 72}) {
+          auto wf = randn(size_t(N) * K, uint64_t(seed++));
+          ws.push_back(layouts(make_weight_matrix(wf.data(), N, K, t)).back());
+        }
+        auto x = randn(size_t(M) * K, 80);
+        std::vector<std::vector<float>> want(3), got(3);
+        for (int i = 0; i < 3; ++i) {
+          want[size_t(i)].resize(size_t(M) * size_t(ws[size_t(i)].rows));
+          got[size_t(i)].assign(want[size_t(i)].size(), -1.0f);
+          matmul(x.data(), M, ws[size_t(i)], want[size_t(i)].data(), nullptr);
+        }
+        matmul_multi(x.data(), M, {{&ws[0], got[0].data()}, {&ws[1], got[1].data()}, {&ws[2], got[2].data()}}, pool);
+        for (int i = 0; i < 3; ++i)
+          ASSERT_EQ(want[size_t(i)], got[size_t(i)])
+              << layout_name(ws[size_t(i)]) << " M=" << M << " " << i << ", " << pool->size() << " threads";
       }
-      auto x = randn(size_t(M) * K, 80);
-      std::vector<std::vector<float>> want(3), got(3);
-      for (int i = 0; i < 3; ++i) {
-        want[size_t(i)].resize(size_t(M) * size_t(ws[size_t(i)].rows));
-        got[size_t(i)].assign(want[size_t(i)].size(), -1.0f);
-        matmul(x.data(), M, ws[size_t(i)], want[size_t(i)].data(), nullptr);
-      }
-      matmul_multi(x.data(), M, {{&ws[0], got[0].data()}, {&ws[1], got[1].data()}, {&ws[2], got[2].data()}}, &pool2);
-      for (int i = 0; i < 3; ++i) ASSERT_EQ(want[size_t(i)], got[size_t(i)]) << layout_name(ws[size_t(i)]) << " M=" << M << " " << i;
     }
   }
 }
