@@ -80,7 +80,6 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
   }
 }
 
-
 void ThreadPool::parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);

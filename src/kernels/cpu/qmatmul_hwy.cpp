@@ -425,22 +425,22 @@ void qmatmul_multi(const float* x, int M, const MatmulOut* outs, int n_outs, Thr
     // One pass over the weights: the sets of every matrix in a row as units, each thread its
     // share in one stream and then pieces of the others' (ThreadPool::parallel_ranges). Each
     // set's outputs are computed the same way whichever thread takes it.
-    thread_local std::vector<int64_t> tl_first;  // first unit of each matrix, then the total
-    std::vector<int64_t>& first = tl_first;
+    thread_local std::vector<int64_t> tl_first, tl_groups;  // first unit of each matrix (then
+    std::vector<int64_t>& first = tl_first;                  // the total), and its groups
+    std::vector<int64_t>& groups = tl_groups;
     first.assign(size_t(n_outs) + 1, 0);
+    groups.resize(size_t(n_outs));
     for (int i = 0; i < n_outs; ++i) {
-      const int64_t groups = packed_geometry(outs[i].w->type, outs[i].w->rows, outs[i].w->cols).groups;
-      first[size_t(i) + 1] = first[size_t(i)] + (groups + kPackGroupSet - 1) / kPackGroupSet;
+      groups[size_t(i)] = packed_geometry(outs[i].w->type, outs[i].w->rows, outs[i].w->cols).groups;
+      first[size_t(i) + 1] = first[size_t(i)] + (groups[size_t(i)] + kPackGroupSet - 1) / kPackGroupSet;
     }
     pool->parallel_ranges(first.back(), 1, [&](int64_t u0, int64_t u1) {
       for (int i = 0; i < n_outs && u0 < u1; ++i) {
         const int64_t end = first[size_t(i) + 1];
         if (u0 >= end) continue;
         const int64_t e = std::min(u1, end);
-        const WeightMatrix& w = *outs[i].w;
-        const int64_t groups = packed_geometry(w.type, w.rows, w.cols).groups;
-        qmatmul_packed_range(acts, M, w, outs[i].y, (u0 - first[size_t(i)]) * kPackGroupSet,
-                             std::min(groups, (e - first[size_t(i)]) * kPackGroupSet));
+        qmatmul_packed_range(acts, M, *outs[i].w, outs[i].y, (u0 - first[size_t(i)]) * kPackGroupSet,
+                             std::min(groups[size_t(i)], (e - first[size_t(i)]) * kPackGroupSet));
         u0 = e;
       }
     });

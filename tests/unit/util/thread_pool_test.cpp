@@ -38,7 +38,6 @@ TEST(ThreadPool, IdleThreadTakesFromTheBackOfASlowThreadsShare) {
   ThreadPool pool(2);
   std::vector<std::thread::id> who(64);
   std::mutex mu;
-  std::vector<int64_t> front_order;
   pool.parallel_ranges(64, 1, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
       if (u < 32) std::this_thread::sleep_for(std::chrono::milliseconds(2));
