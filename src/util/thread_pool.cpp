@@ -25,14 +25,19 @@ constexpr int kSpins = 20000;  // ~tens of microseconds before a worker goes to 
 struct alignas(64) ThreadPool::Share {
   std::atomic<uint64_t> fb{0};
   static uint64_t pack(int64_t f, int64_t b) { return uint64_t(f) | (uint64_t(b) << 32); }
-  // Takes up to `grain` units from the front (front = true) or the back; false when empty.
+  // The owner (front = true) takes a quarter of what is left, at least `grain` units; others
+  // take `grain` units from the back. False when empty. The owner claims in shrinking pieces
+  // because each claim is a locked instruction, which waits for the memory reads still in
+  // flight (the weight stream's prefetches): claiming set by set cost decode ~4% of its time
+  // in a profile. The pieces shrink to `grain` near the end, so a thread that runs out still
+  // finds units to take.
   bool take(bool front, int64_t grain, int64_t& u0, int64_t& u1) {
     uint64_t v = fb.load(std::memory_order_relaxed);
     for (;;) {
       const int64_t f = int64_t(v & 0xffffffffu), b = int64_t(v >> 32);
       if (f >= b) return false;
       u0 = front ? f : std::max(f, b - grain);
-      u1 = front ? std::min(b, f + grain) : b;
+      u1 = front ? std::min(b, f + std::max(grain, (b - f) / 4)) : b;
       const uint64_t nv = front ? pack(u1, b) : pack(f, u0);
       if (fb.compare_exchange_weak(v, nv, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
     }
@@ -85,8 +90,7 @@ void ThreadPool::parallel_ranges(int64_t n, int64_t grain, const std::function<v
   grain = std::max<int64_t>(1, grain);
   const int T = n_threads_;
   if (T == 1 || n <= grain || n >= (int64_t(1) << 31)) {
-    // One piece per grain in order: the same pieces a lone thread would take from its share.
-    for (int64_t u = 0; u < n; u += grain) fn(u, std::min(n, u + grain));
+    fn(0, n);
     return;
   }
   Share* const shares = shares_.get();

@@ -25,10 +25,11 @@ class ThreadPool {
   // Runs fn(i) for i in [0, n); the caller thread takes part. Tasks are claimed dynamically.
   void parallel_for(int n, const std::function<void(int)>& fn);
   // Runs fn(u0, u1) over pieces that cover [0, n) exactly once. Each thread owns an equal share
-  // and takes it from the front, `grain` units at a time, so it reads its share as one
-  // sequential stream; a thread that runs out takes pieces from the back of the others' shares.
-  // The last thread to finish waits for at most one piece, where equal static tasks would leave
-  // it a whole task behind.
+  // and takes it from the front, in pieces of a quarter of what is left (at least `grain`
+  // units), so it reads its share as one sequential stream; a thread that runs out takes
+  // pieces of `grain` units from the back of the others' shares. The last thread to finish
+  // waits for one piece, where equal static tasks would leave it a whole task behind. A piece
+  // never spans two shares; a lone thread gets [0, n) as one piece.
   void parallel_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:

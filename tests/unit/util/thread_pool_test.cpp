@@ -12,15 +12,23 @@
 namespace dflash {
 namespace {
 
-TEST(ThreadPool, RangesCoverEveryUnitOnceInPiecesOfAtMostGrain) {
+TEST(ThreadPool, RangesCoverEveryUnitOnceInPiecesWithinOneShare) {
   for (int threads : {1, 2, 3, 5}) {
     ThreadPool pool(threads);
     for (int64_t n : {0, 1, 2, 7, 64, 1000}) {
       for (int64_t grain : {1, 3, 16}) {
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
         std::atomic<int> bad_piece{0};
+        const bool shared = threads > 1 && n > grain;  // else one piece, [0, n)
+        auto share_of = [&](int64_t u) {               // share t is [n t / T, n (t + 1) / T)
+          int t = 0;
+          while (n * (t + 1) / threads <= u) ++t;
+          return t;
+        };
         pool.parallel_ranges(n, grain, [&](int64_t u0, int64_t u1) {
-          if (u0 < 0 || u1 > n || u1 <= u0 || u1 - u0 > grain) bad_piece.fetch_add(1);
+          if (u0 < 0 || u1 > n || u1 <= u0) bad_piece.fetch_add(1);
+          else if (shared && share_of(u0) != share_of(u1 - 1)) bad_piece.fetch_add(1);
+          else if (!shared && (u0 != 0 || u1 != n)) bad_piece.fetch_add(1);
           for (int64_t u = std::max<int64_t>(u0, 0); u < std::min(u1, n); ++u) hits[size_t(u)].fetch_add(1);
         });
         EXPECT_EQ(0, bad_piece.load()) << threads << " threads, n " << n << ", grain " << grain;
