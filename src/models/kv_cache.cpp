@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace dflash {
 
@@ -25,8 +26,11 @@ KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType
     throw Error("a " + std::string(wtype_name(type)) + " KV cache needs head_dim to be a multiple of 32 (it is " +
                 std::to_string(head_dim) + ")");
   row_bytes_ = dflash::row_bytes(type, head_dim);
-  k_.resize(size_t(n_layers) * layer_bytes());
-  v_.resize(k_.size());
+  // Pages, not a vector: they are mapped as the context fills (not zeroed up front), and a
+  // large cache is read as huge pages (see alloc_pages).
+  bytes_ = size_t(n_layers) * layer_bytes();
+  k_ = alloc_pages(bytes_);
+  v_ = alloc_pages(bytes_);
 }
 
 void KVCache::store(int layer, const float* k, const float* v, int pos0, int n) {

@@ -7,6 +7,7 @@
 // rows past it are overwritten by the next forward.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ class KVCache {
   KVCache() = default;
   // Throws dflash::Error for a quantized type when head_dim is not a multiple of 32.
   KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type = WType::F32);
+  KVCache(KVCache&&) = default;
+  KVCache& operator=(KVCache&&) = default;
 
   int capacity() const { return capacity_; }
   int length() const { return length_; }
@@ -32,11 +35,11 @@ class KVCache {
   WType type() const { return type_; }
   size_t row_bytes() const { return row_bytes_; }
 
-  uint8_t* k(int layer) { return k_.data() + layer_bytes() * size_t(layer); }
-  uint8_t* v(int layer) { return v_.data() + layer_bytes() * size_t(layer); }
-  const uint8_t* k(int layer) const { return k_.data() + layer_bytes() * size_t(layer); }
-  const uint8_t* v(int layer) const { return v_.data() + layer_bytes() * size_t(layer); }
-  size_t bytes() const { return k_.size() + v_.size(); }
+  uint8_t* k(int layer) { return k_.get() + layer_bytes() * size_t(layer); }
+  uint8_t* v(int layer) { return v_.get() + layer_bytes() * size_t(layer); }
+  const uint8_t* k(int layer) const { return k_.get() + layer_bytes() * size_t(layer); }
+  const uint8_t* v(int layer) const { return v_.get() + layer_bytes() * size_t(layer); }
+  size_t bytes() const { return 2 * bytes_; }
 
   // Stores n rows of k and v ([n][n_kv_heads * head_dim] fp32) at positions pos0.. of a layer.
   void store(int layer, const float* k, const float* v, int pos0, int n);
@@ -49,7 +52,8 @@ class KVCache {
   int length_ = 0;
   WType type_ = WType::F32;
   size_t row_bytes_ = 0;
-  std::vector<uint8_t> k_, v_;
+  size_t bytes_ = 0;  // of each of k_ and v_
+  std::shared_ptr<uint8_t> k_, v_;  // one owner: KVCache moves, it is never copied
 };
 
 }  // namespace dflash

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,8 +58,28 @@ void MappedFile::release() {
   size_ = 0;
 }
 
+// The x86-64 and arm64 (4 KiB granule) huge-page size.
+constexpr size_t kHugePage = size_t(2) << 20;
+
 std::shared_ptr<uint8_t> alloc_pages(size_t bytes) {
-  const size_t n = bytes == 0 ? 1 : bytes;
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const size_t n = (std::max<size_t>(bytes, 1) + page - 1) / page * page;  // mmap takes no empty mapping
+  // A decode pass streams every weight byte once; with 4 KiB pages each page costs a TLB
+  // miss and the hardware prefetcher stops at every page edge. So a buffer of at least one
+  // huge page starts on a huge-page boundary and asks for huge pages (transparent huge pages
+  // are often set to "madvise"); its tail past the last whole huge page stays in small pages,
+  // so no buffer takes more memory than it asks for.
+  if (n >= kHugePage) {
+    const size_t span = n + kHugePage - page;
+    void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t a = (lo + kHugePage - 1) / kHugePage * kHugePage;
+    if (a > lo) ::munmap(p, a - lo);
+    if (lo + span > a + n) ::munmap(reinterpret_cast<void*>(a + n), lo + span - (a + n));
+    ::madvise(reinterpret_cast<void*>(a), n / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: may fail
+    return std::shared_ptr<uint8_t>(reinterpret_cast<uint8_t*>(a), [n](uint8_t* q) { ::munmap(q, n); });
+  }
   void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [n](uint8_t* q) { ::munmap(q, n); });
