@@ -13,6 +13,7 @@ struct LlamaBenchOptions {
   std::vector<std::string> weights{"q8", "q4"};
   std::string model;  // a .gguf file: benchmark just it
   int threads = 0, prompt_tokens = 512, gen_tokens = 128;
+  int rounds = 1;  // of both engines in turn per model; each figure the best of its rounds
   bool json = false;
 };
 

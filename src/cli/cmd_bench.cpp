@@ -193,8 +193,11 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_option("--context", kv->context, "With --cache-type: tokens of context (default 4096)")
       ->check(CLI::Range(1, 1 << 22));
-  sub->add_option("--rounds", kv->rounds, "With --cache-type or --draft: rounds, best kept (default 3)")->check(CLI::Range(1, 100));
-  sub->callback([o, kv, weights_opt, gen_opt] {
+  auto* rounds_opt = sub->add_option("--rounds", kv->rounds,
+                                     "With --cache-type or --draft: rounds, best kept (default 3); with --vs-llamacpp: "
+                                     "rounds of both engines in turn, the best of each kept (default 1)")
+                         ->check(CLI::Range(1, 100));
+  sub->callback([o, kv, weights_opt, gen_opt, rounds_opt] {
     auto save = [o](const nlohmann::json& doc) { save_bench_outputs(doc, o->json_out, o->plot); };
     if (!o->plot_from.empty()) return replot_bench(o->plot_from, o->plot);
     if (o->vs_llamacpp) {  // bench_llamacpp.cpp
@@ -205,6 +208,7 @@ void add_bench_command(CLI::App& app) {
       lo.threads = o->threads;
       lo.prompt_tokens = o->prompt_tokens;
       if (gen_opt->count()) lo.gen_tokens = o->gen_tokens;
+      if (rounds_opt->count()) lo.rounds = kv->rounds;
       lo.json = o->json;
       return save(run_llamacpp_bench(lo));
     }
