@@ -77,7 +77,9 @@ std::shared_ptr<uint8_t> alloc_pages(size_t bytes) {
     const uintptr_t a = (lo + kHugePage - 1) / kHugePage * kHugePage;
     if (a > lo) ::munmap(p, a - lo);
     if (lo + span > a + n) ::munmap(reinterpret_cast<void*>(a + n), lo + span - (a + n));
+#ifdef MADV_HUGEPAGE
     ::madvise(reinterpret_cast<void*>(a), n / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: may fail
+#endif
     return std::shared_ptr<uint8_t>(reinterpret_cast<uint8_t*>(a), [n](uint8_t* q) { ::munmap(q, n); });
   }
   void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
