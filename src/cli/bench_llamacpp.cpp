@@ -148,14 +148,13 @@ Round measure_round(const std::string& root, const std::string& label, const std
   return rd;
 }
 
-double peer_value(const nlohmann::json& peer, const std::string& k) {
-  return peer.contains(k) && peer[k].is_number() ? peer[k].get<double>() : NAN;
+// A number of j, NaN when absent (the peer may leave a figure out).
+double get(const nlohmann::json& j, const std::string& k) {
+  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN;
 }
 
 double peer_forward_ms(const nlohmann::json& peer, const std::string& k) {
-  return peer.contains("forward_ms") && peer["forward_ms"].contains(k) && peer["forward_ms"][k].is_number()
-             ? peer["forward_ms"][k].get<double>()
-             : NAN;
+  return peer.contains("forward_ms") ? get(peer["forward_ms"], k) : NAN;
 }
 
 // The larger (for tok/s) or smaller (for ms) of two figures, a missing one (NaN) losing.
@@ -188,12 +187,12 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
       r.bound_s[i] = std::min(r.bound_s[i], x.d.bound_s[i]);  // each round's against the best bandwidth so far
       l_fw[i] = best_of(l_fw[i], peer_forward_ms(x.peer, std::to_string(ks[i])), false);
     }
-    l_pp = best_of(l_pp, peer_value(x.peer, "pp512_tok_s"), true);
-    l_tg = best_of(l_tg, peer_value(x.peer, "tg128_tok_s"), true);
+    l_pp = best_of(l_pp, get(x.peer, "pp512_tok_s"), true);
+    l_tg = best_of(l_tg, get(x.peer, "tg128_tok_s"), true);
     per_round.push_back({{"dflash", {{"pp512_tok_s", x.d.prefill_tok_s}, {"tg128_tok_s", x.d.decode_tok_s}}},
                          {"llamacpp",
-                          {{"pp512_tok_s", num_or_null(peer_value(x.peer, "pp512_tok_s"))},
-                           {"tg128_tok_s", num_or_null(peer_value(x.peer, "tg128_tok_s"))}}}});
+                          {{"pp512_tok_s", num_or_null(get(x.peer, "pp512_tok_s"))},
+                           {"tg128_tok_s", num_or_null(get(x.peer, "tg128_tok_s"))}}}});
   }
   r.roof = r.weight_gb * 1e9 * r.decode_tok_s / bw;
   nlohmann::json d = {{"pp512_tok_s", r.prefill_tok_s}, {"tg128_tok_s", r.decode_tok_s}, {"roof_fraction", r.roof},
@@ -228,10 +227,6 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
            {{"pp512_tok_s", num_or_null(ratio(r.prefill_tok_s, l_pp))},
             {"tg128_tok_s", num_or_null(ratio(r.decode_tok_s, l_tg))},
             {"forward_ms", rfw}}}};
-}
-
-double get(const nlohmann::json& j, const std::string& k) {
-  return j.contains(k) && j[k].is_number() ? j[k].get<double>() : NAN;
 }
 
 void print_table(const nlohmann::json& rows) {

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/weight_matrix.h"
