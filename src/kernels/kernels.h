@@ -32,6 +32,12 @@ void matmul_multi(const float* x, int M, std::initializer_list<MatmulOut> outs, 
 // attends to keys [kbeg[i], kend[i]) of kv head h / (n_heads / n_kv_heads). q and out are
 // [n_q][n_heads * head_dim].
 //
+// Scores against Q8_0 / Q4_0 keys are defined in integers, as for the int8 weight formats
+// (quant_act.h): the query row is quantized to int8 blocks of 32 with an fp32 scale dq, each
+// key block's dot product with it is an exact integer isum, and
+// s = fma(float(isum), dk * dq, s) over the blocks in order from +0, times scale. Values are
+// decoded to fp32 (scale times code).
+//
 // Batch invariance: keys are visited in fixed tiles of absolute positions, grouped into fixed
 // chunks whose partial softmax states are merged in position order, so a row's result depends
 // only on its own query and key range, never on n_q, the other rows or the thread count.

@@ -1,5 +1,13 @@
 // Fast tiled attention over f32, f16, Q8_0 and Q4_0 KV caches, SIMD through Highway.
 //
+// Scores against Q8_0/Q4_0 keys are integer dot products with the quantized query (the
+// definition in kernels.h). With VNNI a tile's keys are transposed 16 at a time into columns
+// of 4 bytes, so one dpbusd against a broadcast 4 bytes of the query gives 16 keys' partial
+// sums with no horizontal reduction, 64 multiply-adds per instruction where the fp32 path does
+// 16 after decoding every key to fp32 first; the transpose is shared by every query row of the
+// block. Other targets compute the same exact integers with fp32 arithmetic on the codes
+// (exact: a block's partial sums stay below 2^24).
+//
 // A task takes a block of query positions and every query head that shares one kv head, and
 // walks the keys in tiles: each key tile is read (and decoded, for quantized caches) once per
 // block instead of once per query row, then used by all the block's rows from L1.
@@ -10,6 +18,7 @@
 // the row's own query and key range only: the other rows of the block, whether chunks of a
 // row are computed by one task or by several (split across threads for short batches), and
 // the thread count cannot change a bit of the result.
+#define HWY_WANT_AVX3_DL  // VNNI
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -20,11 +29,24 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
 #include "kernels/numeric.h"
+
+#undef DFLASH_AX86
+#undef DFLASH_AVNNI
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#define DFLASH_AX86 1
+#else
+#define DFLASH_AX86 0
+#endif
+#define DFLASH_AVNNI (HWY_TARGET == HWY_AVX3_DL)
 
 #ifndef DFLASH_ATTENTION_SHARED
 #define DFLASH_ATTENTION_SHARED
@@ -35,6 +57,8 @@ constexpr int kChunk = 256;
 inline int tile_keys(int hd) { return hd <= 64 ? 64 : hd <= 128 ? 32 : 16; }
 // Query positions per block: about 64 query rows (positions x heads of one kv head).
 inline int block_positions(int group) { return std::max(1, 64 / std::max(group, 1)); }
+// Longest Q8_0/Q4_0 key row the VNNI scores take (the zero row that pads 16 keys is this long).
+constexpr size_t kVnniMaxRowBytes = 4096;
 
 // A row's softmax state: running max m, sum l of exp(s - m), and acc = sum exp(s - m) v.
 // Merging b into a is the same function wherever it runs, so a row gets the same bits
@@ -57,6 +81,11 @@ inline void merge_state(float& m, float& l, float* acc, float mb, float lb, cons
 #endif
 
 HWY_BEFORE_NAMESPACE();
+#if DFLASH_AVNNI
+// Highway's AVX3_DL target string names avxvnni (VEX); the EVEX form is what AVX3_DL CPUs have.
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#endif
 namespace dflash {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -64,11 +93,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::CappedTag<float, 16>;
 using attn::kChunk;
 
-// Rows [lo, hi) of one kv head's cache decoded to fp32 at out[(j - ts) * hd].
-template <WType T>
+// A block scale as fp32: one F16C instruction on x86 targets (Highway's AVX2 and AVX-512
+// targets require F16C); the portable conversion branches on subnormals and cost about as
+// much as decoding the block's quants.
+HWY_INLINE float ScaleF32(uint16_t h) {
+#if DFLASH_AX86
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
+// Rows [lo, hi) of one kv head's cache decoded to fp32 at out[(j - ts) * hd]. kScaled false:
+// Q8_0/Q4_0 rows as their signed integer codes.
+template <WType T, bool kScaled = true>
 HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int lo, int hi, float* out) {
   const DF df;
   const int L = int(hn::Lanes(df));
+  const int nb = hd / kQBlock;
   for (int j = lo; j < hi; ++j) {
     const uint8_t* row = base + size_t(j) * rb;
     float* o = out + size_t(j - ts) * hd;
@@ -80,8 +122,8 @@ HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int l
       const hn::Rebind<int8_t, DF> d8;
       const hn::Rebind<int32_t, DF> di;
       const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
-      for (int blk = 0; blk < hd / kQBlock; ++blk) {
-        const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+      for (int blk = 0; blk < nb; ++blk) {
+        const auto d = hn::Set(df, kScaled ? ScaleF32(b[blk].d) : 1.0f);
         for (int j2 = 0; j2 < kQBlock; j2 += L)
           hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j2))), d), df,
                      o + blk * kQBlock + j2);
@@ -93,8 +135,8 @@ HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int l
       const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
       const auto mask = hn::Set(di, 0xf);
       const auto eight = hn::Set(di, 8);
-      for (int blk = 0; blk < hd / kQBlock; ++blk) {
-        const auto d = hn::Set(df, f16_to_f32(b[blk].d));
+      for (int blk = 0; blk < nb; ++blk) {
+        const auto d = hn::Set(df, kScaled ? ScaleF32(b[blk].d) : 1.0f);
         for (int j2 = 0; j2 < kQBlock / 2; j2 += L) {
           const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b[blk].qs + j2)));
           const auto lo4 = hn::Sub(hn::And(bytes, mask), eight);
@@ -119,6 +161,10 @@ struct PrefetchCursor {
       hwy::Prefetch(k + at);
       hwy::Prefetch(v + at);
     }
+  }
+  // Shares the remaining lines out over `steps` calls of Step.
+  HWY_INLINE void Spread(size_t steps) {
+    if (at < end) per_step = ((end - at + 63) / 64 + steps - 1) / std::max<size_t>(steps, 1);
   }
   HWY_INLINE void Finish() {
     for (; at < end; at += 64) {
@@ -270,16 +316,19 @@ HWY_INLINE void AccumulateValues(float* const* acc, const float* p, int ls, cons
 
 // Online-softmax update of NR rows' chunk states with one tile of keys [jb, je) (all NR rows
 // share the key range: they are the heads of one query position).
-template <int NR>
+// kScored: s already holds the rows' scores (-inf outside [jb, je)), q and K are not read.
+template <int NR, bool kScored = false>
 HWY_INLINE void TileRows(const float* const* q, float* const* acc, float* m, float* l, const float* K,
                          const float* V, int hd, int T, int ts, int jb, int je, float scale, float* s,
                          PrefetchCursor& pf) {
   const DF df;
   const int L = int(hn::Lanes(df));
   const auto ninf = hn::Set(df, -INFINITY);
-  for (int u = 0; u < NR; ++u)
-    for (int x = 0; x < T; x += L) hn::StoreU(ninf, df, s + u * T + x);
-  Scores<NR>(q, K, hd, ts, jb, je, scale, s, T, pf);
+  if constexpr (!kScored) {
+    for (int u = 0; u < NR; ++u)
+      for (int x = 0; x < T; x += L) hn::StoreU(ninf, df, s + u * T + x);
+    Scores<NR>(q, K, hd, ts, jb, je, scale, s, T, pf);
+  }
   for (int u = 0; u < NR; ++u) {
     float* su = s + u * T;
     auto mx = ninf;
@@ -321,7 +370,240 @@ HWY_INLINE void PrefetchRows(const uint8_t* K, const uint8_t* V, size_t rb, int 
 
 struct Scratch {
   std::vector<float> kf, vf, s, m, l, acc, cm, cl, cacc;
+  // Q8_0/Q4_0 keys: the task's query rows gathered, quantized, and (portable path) their codes
+  // as fp32; the tile's key scales by block ([b][key], 16 keys of zero padding); its scores.
+  std::vector<float> qx, qf, dkT, sall;
+  QuantActs qa;
 };
+
+// ---------------------------------------------------------------------------------------
+// Integer scores against Q8_0/Q4_0 keys.
+
+// The f16 block scales of keys [lo, hi) as fp32 at out[b * stride + j - lo], zeros after.
+template <class Block>
+HWY_INLINE void KeyScalesT(const uint8_t* base, size_t rb, int nb, int lo, int hi, float* out, int stride) {
+  for (int j = lo; j < hi; ++j) {
+    const Block* blk = reinterpret_cast<const Block*>(base + size_t(j) * rb);
+    for (int b = 0; b < nb; ++b) out[size_t(b) * size_t(stride) + size_t(j - lo)] = ScaleF32(blk[b].d);
+  }
+  for (int b = 0; b < nb; ++b) std::fill_n(out + size_t(b) * size_t(stride) + size_t(hi - lo), 16, 0.0f);
+}
+
+#if DFLASH_AVNNI
+HWY_INLINE int32_t Load4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+HWY_INLINE __m512i Join256(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+// u[d], 128-bit lane l = dword d of lane l of z[0], z[1], z[2], z[3].
+HWY_INLINE void Transpose4(const __m512i* z, __m512i* u) {
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  u[0] = _mm512_unpacklo_epi64(t0, t2);
+  u[1] = _mm512_unpackhi_epi64(t0, t2);
+  u[2] = _mm512_unpacklo_epi64(t1, t3);
+  u[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Block b of 16 keys as columns: C[s] lane x = codes 4s..4s+3 of key x, as the unsigned bytes
+// dpbusd takes (Q8_0: code + 128; Q4_0: the nibble, code + 8).
+template <WType T>
+HWY_INLINE void KeyColumns(const uint8_t* const* row, int b, __m512i* C) {
+  if constexpr (T == WType::Q8_0) {
+    const size_t off = size_t(b) * sizeof(BlockQ8_0) + offsetof(BlockQ8_0, qs);
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    __m512i z[8], u[4], v[4];
+    for (int m = 0; m < 4; ++m) {  // lanes 0,1: key m (z[m]) or 8 + m (z[4 + m]); lanes 2,3: 4 more
+      z[m] = _mm512_xor_si512(Join256(row[m] + off, row[4 + m] + off), flip);
+      z[4 + m] = _mm512_xor_si512(Join256(row[8 + m] + off, row[12 + m] + off), flip);
+    }
+    Transpose4(z, u);
+    Transpose4(z + 4, v);
+    for (int d = 0; d < 4; ++d) {
+      C[d] = _mm512_shuffle_i32x4(u[d], v[d], 0x88);
+      C[4 + d] = _mm512_shuffle_i32x4(u[d], v[d], 0xDD);
+    }
+  } else {  // Q4_0: byte j holds codes j (low nibble) and j + 16 (high nibble)
+    const size_t off = size_t(b) * sizeof(BlockQ4_0) + offsetof(BlockQ4_0, qs);
+    __m512i z[4], u[4];
+    for (int m = 0; m < 4; ++m) {  // lane l: key 4l + m
+      __m512i t = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[m] + off)));
+      t = _mm512_inserti32x4(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[4 + m] + off)), 1);
+      t = _mm512_inserti32x4(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[8 + m] + off)), 2);
+      z[m] = _mm512_inserti32x4(t, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[12 + m] + off)), 3);
+    }
+    Transpose4(z, u);
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    for (int d = 0; d < 4; ++d) {
+      C[d] = _mm512_and_si512(u[d], nib);
+      C[4 + d] = _mm512_and_si512(_mm512_srli_epi16(u[d], 4), nib);
+    }
+  }
+}
+
+alignas(64) static const uint8_t kZeroRow[attn::kVnniMaxRowBytes] = {};
+
+// Scores of the rows of positions [i0, i1) against keys [lo, hi) of the tile at ts (Tk keys
+// up to te) into sall[r * Tk + j - ts], 16 keys at a time, the rows' fp32 sums kept in sall
+// between blocks. Lanes outside a row's key range end as -inf.
+template <WType T>
+void IntScoresVnni(const AttentionArgs& a, const uint8_t* Kb, size_t rb, int i0, int i1, int ts, int te, int lo,
+                   int hi, const QuantActs& qa, const float* dkT, int dstride, float* sall, int Tk,
+                   PrefetchCursor& pf) {
+  const int group = a.n_heads / a.n_kv_heads, nb = a.head_dim / kQBlock;
+  const __m512 vscale = _mm512_set1_ps(a.scale), ninf = _mm512_set1_ps(-INFINITY);
+  const int32_t offset = T == WType::Q8_0 ? 128 : 8;
+  pf.Spread(size_t((hi - lo + 15) / 16) * size_t(nb));
+  for (int k0 = lo; k0 < hi; k0 += 16) {
+    const int nk = std::min(16, hi - k0);
+    const uint8_t* row[16];
+    for (int x = 0; x < 16; ++x) row[x] = x < nk ? Kb + size_t(k0 + x) * rb : kZeroRow;
+    const __mmask16 in_tile = __mmask16((1u << std::min(16, te - k0)) - 1u);
+    for (int b = 0; b < nb; ++b) {
+      __m512i C[8];
+      KeyColumns<T>(row, b, C);
+      pf.Step();
+      const __m512 dk = _mm512_loadu_ps(dkT + size_t(b) * size_t(dstride) + (k0 - lo));
+      for (int i = i0; i < i1; ++i) {
+        const int jb = std::max(k0, a.kbeg[i]), je = std::min(std::min(k0 + 16, te), a.kend[i]);
+        if (jb >= je) continue;
+        const __mmask16 valid = __mmask16(((1u << (je - k0)) - 1u) & ~((1u << (jb - k0)) - 1u));
+        for (int h = 0; h < group; ++h) {
+          const int r = (i - i0) * group + h;
+          const int8_t* q = qa.qrow(r) + b * kQBlock;
+          __m512i acc = _mm512_set1_epi32(-offset * qa.srow(r)[b]);
+#pragma GCC unroll 8
+          for (int c = 0; c < 8; ++c) acc = _mm512_dpbusd_epi32(acc, C[c], _mm512_set1_epi32(Load4(q + 4 * c)));
+          const __m512 t = _mm512_mul_ps(dk, _mm512_set1_ps(qa.drow(r)[b]));
+          float* out = sall + size_t(r) * size_t(Tk) + (k0 - ts);
+          __m512 sc = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(in_tile, out);
+          sc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), t, sc);
+          if (b == nb - 1) sc = _mm512_mask_mul_ps(ninf, valid, sc, vscale);
+          _mm512_mask_storeu_ps(out, in_tile, sc);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// The same scores from the keys' codes decoded to fp32 (Kc, the tile's rows from ts), NR rows
+// of one position over keys [jb, je): per block, the exact integer sums of four keys at a time
+// (ScoreQuad on integer-valued floats), then the fma chain of the definition.
+template <int NR>
+HWY_INLINE void IntScoresRows(const float* const* qf, const float* const* dq, const float* Kc, int hd, int ts, int lo,
+                              int jb, int je, const float* dkT, int dstride, float scale, float* s, int ls,
+                              PrefetchCursor& pf) {
+  const int nb = hd / kQBlock;
+#if HWY_TARGET != HWY_SCALAR
+  const hn::Full128<float> d4;
+  const auto one = hn::Set(d4, 1.0f), vscale = hn::Set(d4, scale);
+  HWY_ALIGN float isum[NR * 4];
+  for (int j = jb; j < je; j += 4) {
+    const int nk = std::min(4, je - j);
+    const float* kr[4];
+    for (int x = 0; x < 4; ++x) kr[x] = Kc + size_t(j + std::min(x, nk - 1) - ts) * hd;
+    pf.Step();
+    hn::Vec<hn::Full128<float>> acc[NR];
+    for (int u = 0; u < NR; ++u) acc[u] = hn::Zero(d4);
+    for (int b = 0; b < nb; ++b) {
+      const float* qb[NR];
+      const float* kb[4];
+      for (int u = 0; u < NR; ++u) qb[u] = qf[u] + b * kQBlock;
+      for (int x = 0; x < 4; ++x) kb[x] = kr[x] + b * kQBlock;
+      ScoreQuad<NR, true>(qb, kb, 4, kQBlock, one, isum, 4);
+      const auto dk = hn::LoadU(d4, dkT + size_t(b) * size_t(dstride) + (j - lo));
+      for (int u = 0; u < NR; ++u)
+        acc[u] = hn::MulAdd(hn::Load(d4, isum + 4 * u), hn::Mul(dk, hn::Set(d4, dq[u][b])), acc[u]);
+    }
+    for (int u = 0; u < NR; ++u) {
+      HWY_ALIGN float v[4];
+      hn::Store(hn::Mul(acc[u], vscale), d4, v);
+      for (int x = 0; x < nk; ++x) s[u * ls + j - ts + x] = v[x];
+    }
+  }
+#else
+  for (int j = jb; j < je; ++j) {
+    pf.Step();
+    for (int u = 0; u < NR; ++u) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        float isum = 0.0f;
+        for (int c = b * kQBlock; c < (b + 1) * kQBlock; ++c) isum += qf[u][c] * Kc[size_t(j - ts) * hd + c];
+        acc = __builtin_fmaf(isum, dkT[size_t(b) * size_t(dstride) + (j - lo)] * dq[u][b], acc);
+      }
+      s[u * ls + j - ts] = acc * scale;
+    }
+  }
+#endif
+}
+
+// Scores of the block's rows (sall, rows r = (i - i0) * group + h) against the tile's keys.
+template <WType T>
+void IntScores(const AttentionArgs& a, const uint8_t* Kb, size_t rb, int i0, int i1, int ts, int lo, int hi, int Tk,
+               Scratch& w, PrefetchCursor& pf) {
+  using Block = std::conditional_t<T == WType::Q8_0, BlockQ8_0, BlockQ4_0>;
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, nb = hd / kQBlock, te = ts + Tk;
+  const int dstride = Tk + 16;
+  KeyScalesT<Block>(Kb, rb, nb, lo, hi, w.dkT.data(), dstride);
+  const DF df;
+  const auto ninf = hn::Set(df, -INFINITY);
+  for (int i = i0; i < i1; ++i) {
+    if (std::max(ts, a.kbeg[i]) >= std::min(te, a.kend[i])) continue;
+    for (int h = 0; h < group; ++h)
+      for (int x = 0; x < Tk; x += int(hn::Lanes(df)))
+        hn::StoreU(ninf, df, w.sall.data() + size_t((i - i0) * group + h) * size_t(Tk) + x);
+  }
+#if DFLASH_AVNNI
+  if (rb <= attn::kVnniMaxRowBytes) {
+    IntScoresVnni<T>(a, Kb, rb, i0, i1, ts, te, lo, hi, w.qa, w.dkT.data(), dstride, w.sall.data(), Tk, pf);
+    return;
+  }
+#endif
+  DecodeRows<T, false>(Kb, rb, hd, ts, lo, hi, w.kf.data());
+  for (int i = i0; i < i1; ++i) {
+    const int jb = std::max(ts, a.kbeg[i]), je = std::min(te, a.kend[i]);
+    if (jb >= je) continue;
+    for (int h0 = 0; h0 < group; h0 += 4) {
+      const int nr = std::min(4, group - h0), r0 = (i - i0) * group + h0;
+      const float* qf[4];
+      const float* dq[4];
+      for (int u = 0; u < nr; ++u) {
+        qf[u] = w.qf.data() + size_t(r0 + u) * size_t(hd);
+        dq[u] = w.qa.drow(r0 + u);
+      }
+      float* s = w.sall.data() + size_t(r0) * size_t(Tk);
+      const float* K = w.kf.data();
+      switch (nr) {
+        case 1: IntScoresRows<1>(qf, dq, K, hd, ts, lo, jb, je, w.dkT.data(), dstride, a.scale, s, Tk, pf); break;
+        case 2: IntScoresRows<2>(qf, dq, K, hd, ts, lo, jb, je, w.dkT.data(), dstride, a.scale, s, Tk, pf); break;
+        case 3: IntScoresRows<3>(qf, dq, K, hd, ts, lo, jb, je, w.dkT.data(), dstride, a.scale, s, Tk, pf); break;
+        default: IntScoresRows<4>(qf, dq, K, hd, ts, lo, jb, je, w.dkT.data(), dstride, a.scale, s, Tk, pf); break;
+      }
+    }
+  }
+}
+
+// The task's query rows quantized (and, for the portable path, as fp32 codes).
+template <WType T>
+void QuantizeQueries(const AttentionArgs& a, int g, int i0, int i1, Scratch& w) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, R = (i1 - i0) * group;
+  w.qx.resize(size_t(R) * size_t(hd));
+  for (int i = i0; i < i1; ++i)
+    std::memcpy(w.qx.data() + size_t(i - i0) * size_t(group) * size_t(hd),
+                a.q + (int64_t(i) * a.n_heads + int64_t(g) * group) * hd, sizeof(float) * size_t(group) * size_t(hd));
+  quantize_acts(w.qx.data(), R, hd, w.qa);
+  if (DFLASH_AVNNI && row_bytes(T, hd) <= attn::kVnniMaxRowBytes) return;
+  w.qf.resize(size_t(R) * size_t(hd));
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < hd; ++c) w.qf[size_t(r) * size_t(hd) + size_t(c)] = float(w.qa.qrow(r)[c]);
+}
 
 // The cursor over keys [plo, phi), the tile after ts (it may lie in the task's next chunk):
 // its lines shared out over the quads of scores that tile ts computes, every row group's walk
@@ -364,9 +646,14 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
   w.cm.assign(size_t(R), -INFINITY);
   w.cl.assign(size_t(R), 0.0f);
   w.cacc.assign(size_t(R) * hd, 0.0f);
+  constexpr bool kIntKeys = T == WType::Q8_0 || T == WType::Q4_0;
   if (T != WType::F32) {
     w.kf.resize(size_t(Tk) * hd);
     w.vf.resize(size_t(Tk) * hd);
+  }
+  if (kIntKeys) {
+    w.dkT.resize(size_t(hd / kQBlock) * size_t(Tk + 16));
+    w.sall.resize(size_t(R) * size_t(Tk));
   }
   w.s.resize(size_t(4) * Tk);
   // A task starts cold, on rows no earlier tile asked for; after that, each tile's cursor
@@ -382,6 +669,11 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
     if constexpr (T == WType::F32) {
       K = reinterpret_cast<const float*>(Kb) + size_t(ts) * hd;
       V = reinterpret_cast<const float*>(Vb) + size_t(ts) * hd;
+    } else if constexpr (kIntKeys) {
+      IntScores<T>(a, Kb, rb, i0, i1, ts, lo, hi, Tk, w, pf);
+      DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
+      K = nullptr;
+      V = w.vf.data();
     } else {
       DecodeRows<T>(Kb, rb, hd, ts, lo, hi, w.kf.data());
       DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
@@ -402,11 +694,12 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
         }
         float* m = w.cm.data() + r0;
         float* l = w.cl.data() + r0;
+        float* s = kIntKeys ? w.sall.data() + size_t(r0) * size_t(Tk) : w.s.data();
         switch (nr) {
-          case 1: TileRows<1>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
-          case 2: TileRows<2>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
-          case 3: TileRows<3>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
-          default: TileRows<4>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, w.s.data(), pf); break;
+          case 1: TileRows<1, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+          case 2: TileRows<2, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+          case 3: TileRows<3, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+          default: TileRows<4, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
         }
       }
     }
@@ -429,6 +722,7 @@ void BlockTask(const AttentionArgs& a, int g, int i0, int i1, int c0, int c1, fl
     w.l.assign(size_t(R), 0.0f);
     w.acc.assign(size_t(R) * hd, 0.0f);
   }
+  if constexpr (T == WType::Q8_0 || T == WType::Q4_0) QuantizeQueries<T>(a, g, i0, i1, w);
   int task_hi = 0;
   for (int i = i0; i < i1; ++i) task_hi = std::max(task_hi, std::min(a.kend[i], c1 * kChunk));
   bool warm = false;
@@ -473,6 +767,9 @@ void BlockTaskDispatch(const AttentionArgs& a, int g, int i0, int i1, int c0, in
 
 }  // namespace HWY_NAMESPACE
 }  // namespace dflash
+#if DFLASH_AVNNI
+#pragma GCC pop_options
+#endif
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
@@ -484,7 +781,8 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
   const int group = a.n_heads / a.n_kv_heads, hd = a.head_dim;
   // The SIMD path needs whole vectors along head_dim (every shipped shape has a multiple of
   // 16); others take the reference, which is batch invariant too (one row at a time).
-  if (hd % 16 != 0) return ref::attention(a);
+  if (hd % 16 != 0 || ((a.kv_type == WType::Q8_0 || a.kv_type == WType::Q4_0) && hd % kQBlock != 0))
+    return ref::attention(a);
   const int P = std::min(a.n_q, attn::block_positions(group));
   const int n_blocks = (a.n_q + P - 1) / P;
   int kmin = INT_MAX, kmax = 0;

@@ -3,10 +3,13 @@
 // output does not depend on the rows computed beside it, on the thread count, or on whether
 // its keys were split across threads.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,8 +83,9 @@ std::vector<Case> cases() {
 
 }  // namespace
 
-// Fast and reference read the same decoded cache values (scale times code, one rounding), so
-// they differ only by the order of fp32 additions and the SIMD exp (a few ulps): outputs are
+// Fast and reference read the same decoded cache values (scale times code, one rounding) and,
+// for Q8_0/Q4_0 keys, compute the same scores (exact integer block sums, the same fma chain),
+// so they differ only by the order of fp32 additions and the SIMD exp (a few ulps): outputs are
 // weighted means of values of magnitude ~1; the largest difference seen is 1e-6, and 4e-6
 // absolute (about 30 ulps at 1.0) leaves room for other SIMD widths.
 TEST(AttentionKV, FastMatchesReferenceForEveryCacheType) {
@@ -136,6 +140,39 @@ TEST(AttentionKV, RowResultDoesNotDependOnBatchThreadsOrSplit) {
     attention(a, &pool1);
     ASSERT_EQ(0, std::memcmp(tail.data(), all.data() + size_t(from) * row, sizeof(float) * tail.size())) << name(c);
   }
+}
+
+// The dispatcher picks one target; force each one this CPU can run, so the integer scores of
+// Q8_0/Q4_0 keys are checked both through VNNI (AVX3_DL) and through the fp32 arithmetic on
+// codes the other targets use, including a group of 7 query heads (Qwen2.5-0.5B) and a head
+// size that is not a multiple of 64.
+TEST(AttentionKV, EverySimdTargetOfThisCpuMatchesTheReference) {
+  ThreadPool pool2(2);
+  const int64_t supported = hwy::SupportedTargets();
+  std::set<std::string> tried;
+  for (int64_t bit = 1; bit != 0 && bit <= supported; bit <<= 1) {
+    if (!(supported & bit)) continue;
+    hwy::SetSupportedTargetsForTest(bit);
+    tried.insert(hwy::TargetName(bit));
+    for (WType t : {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0})
+      for (int group : {1, 7})
+        for (int hd : {64, 96, 128})
+          for (const Case& c : {Case{t, group, hd, 120, 7, 37}, Case{t, group, hd, 700, 17, 517}}) {
+            Inputs s = setup(c, 3000 + hd + group);
+            const size_t n = size_t(c.nq) * 2 * c.group * c.hd;
+            std::vector<float> of(n), orf(n);
+            attention(s.args(c, of.data()), &pool2);
+            ref::attention(s.args(c, orf.data()));
+            double worst = 0;
+            for (size_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(of[i] - orf[i])));
+            ASSERT_LT(worst, 4e-6) << name(c) << " on " << hwy::TargetName(bit);
+          }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  std::string names;
+  for (const auto& n : tried) names += n + " ";
+  std::printf("attention checked on: %s\n", names.c_str());
+  EXPECT_GE(tried.size(), 1u);
 }
 
 // Long single rows (4,000+ keys) are the decode case that splits keys across threads when the
