@@ -45,8 +45,10 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   return best;
 }
 
-double remeasure_read_bandwidth(ThreadPool& pool, double& best) {
-  best = std::max(best, measure_read_bandwidth(pool));
+double remeasure_read_bandwidth(ThreadPool& pool, double& best, double* fresh) {
+  const double now = measure_read_bandwidth(pool);
+  if (fresh) *fresh = now;
+  best = std::max(best, now);
   return best;
 }
 

@@ -169,16 +169,21 @@ double best_of(double a, double b, bool larger) {
 nlohmann::json measure(const std::string& root, const std::string& label, const std::string& gguf, int pp, int tg,
                        int rounds, ThreadPool& pool, double& bw, std::map<WType, double>& rate) {
   std::vector<Round> rs;
+  std::vector<double> bw_round;  // each round's own measurement, taken just before it
   for (int i = 0; i < rounds; ++i) {
     if (rounds > 1) std::fprintf(stderr, "[%s] round %d of %d\n", label.c_str(), i + 1, rounds);
-    rs.push_back(measure_round(root, label, gguf, pp, tg, pool, remeasure_read_bandwidth(pool, bw), rate));
+    double now = 0;
+    const double best = remeasure_read_bandwidth(pool, bw, &now);
+    bw_round.push_back(now);
+    rs.push_back(measure_round(root, label, gguf, pp, tg, pool, best, rate));
   }
   const auto& ks = curve_k();
   BenchRow r = rs[0].d;  // then the best of every round
   double l_pp = NAN, l_tg = NAN;
   std::vector<double> l_fw(ks.size(), NAN);
   nlohmann::json per_round = nlohmann::json::array();
-  for (const Round& x : rs) {
+  for (size_t ri = 0; ri < rs.size(); ++ri) {
+    const Round& x = rs[ri];
     r.prefill_tok_s = std::max(r.prefill_tok_s, x.d.prefill_tok_s);
     r.decode_tok_s = std::max(r.decode_tok_s, x.d.decode_tok_s);
     r.peak_rss_mb = std::max(r.peak_rss_mb, x.d.peak_rss_mb);
@@ -189,7 +194,14 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
     }
     l_pp = best_of(l_pp, get(x.peer, "pp512_tok_s"), true);
     l_tg = best_of(l_tg, get(x.peer, "tg128_tok_s"), true);
-    per_round.push_back({{"dflash", {{"pp512_tok_s", x.d.prefill_tok_s}, {"tg128_tok_s", x.d.decode_tok_s}}},
+    // The roof of the round against its own bandwidth measurement as well as the best one: on
+    // a shared machine the two can be a third apart, and the pairing says which phase a
+    // round's decode ran in.
+    per_round.push_back({{"bandwidth_gb_s", bw_round[ri] / 1e9},
+                         {"dflash",
+                          {{"pp512_tok_s", x.d.prefill_tok_s},
+                           {"tg128_tok_s", x.d.decode_tok_s},
+                           {"roof_fraction", x.d.weight_gb * 1e9 * x.d.decode_tok_s / bw_round[ri]}}},
                          {"llamacpp",
                           {{"pp512_tok_s", num_or_null(get(x.peer, "pp512_tok_s"))},
                            {"tg128_tok_s", num_or_null(get(x.peer, "tg128_tok_s"))}}}});
@@ -245,6 +257,12 @@ void print_table(const nlohmann::json& rows) {
     std::printf("%s %s: best of %d rounds per engine; tg t/s by round, dflash", r["model"].get<std::string>().c_str(),
                 r["quant"].get<std::string>().c_str(), r["rounds"].get<int>());
     for (const auto& x : r["per_round"]) std::printf(" %.2f", get(x["dflash"], "tg128_tok_s"));
+    if (r["per_round"].size() > 0 && r["per_round"][0].contains("bandwidth_gb_s")) {  // older JSON files lack it
+      std::printf(" (roof against the bandwidth measured just before each round:");
+      for (const auto& x : r["per_round"])
+        std::printf(" %.0f%% of %.1f GB/s", 100 * get(x["dflash"], "roof_fraction"), get(x, "bandwidth_gb_s"));
+      std::printf(")");
+    }
     std::printf(", llama.cpp");
     for (const auto& x : r["per_round"]) std::printf(" %.2f", get(x["llamacpp"], "tg128_tok_s"));
     std::printf("\n");

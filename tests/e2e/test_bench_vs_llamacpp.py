@@ -7,7 +7,9 @@ twice, in turn, and keeps each engine's best. Checked on the JSON it writes (--j
 one row per quantization with the fields the issue names; both engines measured every batch
 size; each kept figure is the best of that engine's per-round figures (largest tok/s); the
 ratios are dflash / llama.cpp of the kept figures; the roof fraction is the kept decode rate
-times the bytes per token over the bandwidth; the SVG is written beside the JSON.
+times the bytes per token over the bandwidth (the best measured), and each round also records
+its own bandwidth measurement and its decode's fraction of it; the SVG is written beside the
+JSON.
 """
 import json
 import math
@@ -33,6 +35,7 @@ with tempfile.TemporaryDirectory() as tmp:
     if not check("bench --vs-llamacpp --rounds %d exits 0" % ROUNDS, r.returncode == 0, r.stderr[-3000:]):
         finish()
     check("the table names the rounds", "best of %d rounds per engine" % ROUNDS in r.stdout, r.stdout)
+    check("the table prints each round's own roof", "measured just before each round" in r.stdout, r.stdout)
     rows = json.load(open(out))
     check("one row per quantization (q8_0, q4_0)", sorted(x["quant"] for x in rows) == ["q4_0", "q8_0"],
           str([x.get("quant") for x in rows]))
@@ -59,6 +62,13 @@ with tempfile.TemporaryDirectory() as tmp:
         roof = d["tg128_tok_s"] * row["weight_gb_per_token"] / row["bandwidth_gb_s"]
         check(q + ": roof fraction = decode x bytes per token / bandwidth", close(d["roof_fraction"], roof, 1e-3),
               "%s vs %s" % (d["roof_fraction"], roof))
+        for i, x in enumerate(per):
+            bw = x.get("bandwidth_gb_s", 0)
+            check("%s round %d: its own bandwidth measurement, at most the best" % (q, i + 1),
+                  0 < bw <= row["bandwidth_gb_s"] * (1 + 1e-9), "%s vs best %s" % (bw, row["bandwidth_gb_s"]))
+            own = x["dflash"]["tg128_tok_s"] * row["weight_gb_per_token"] / bw if bw > 0 else float("nan")
+            check("%s round %d: roof fraction against that measurement" % (q, i + 1),
+                  close(x["dflash"].get("roof_fraction", -1), own, 1e-3), "%s vs %s" % (x["dflash"], own))
         check(q + ": a bound for every batch size", all(row["bound_ms"][k] > 0 for k in KS), json.dumps(row["bound_ms"]))
     check("the SVG is written beside the JSON", os.path.getsize(os.path.join(tmp, "vs.svg")) > 0)
 finish()

@@ -9,8 +9,9 @@
 // (exact: a block's partial sums stay below 2^24).
 //
 // A task takes a block of query positions and every query head that shares one kv head, and
-// walks the keys in tiles: each key tile is read (and decoded, for quantized caches) once per
-// block instead of once per query row, then used by all the block's rows from L1.
+// walks the keys in tiles: each key tile is read (and its values decoded, for quantized
+// caches) once per block instead of once per query row, then used by all the block's rows
+// from L1.
 //
 // Batch invariance: tiles (kTile keys) and chunks (kChunk keys) sit at fixed absolute
 // positions. A row's softmax state over one chunk is built tile by tile in position order
@@ -164,7 +165,8 @@ struct PrefetchCursor {
   }
   // Shares the remaining lines out over `steps` calls of Step.
   HWY_INLINE void Spread(size_t steps) {
-    if (at < end) per_step = ((end - at + 63) / 64 + steps - 1) / std::max<size_t>(steps, 1);
+    steps = std::max<size_t>(steps, 1);
+    if (at < end) per_step = ((end - at + 63) / 64 + steps - 1) / steps;
   }
   HWY_INLINE void Finish() {
     for (; at < end; at += 64) {
@@ -390,10 +392,11 @@ HWY_INLINE void KeyScalesT(const uint8_t* base, size_t rb, int nb, int lo, int h
 }
 
 #if DFLASH_AVNNI
-HWY_INLINE int32_t Load4(const int8_t* p) {
+// Four query bytes as the dword dpbusd broadcasts.
+HWY_INLINE __m512i QueryWord(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
-  return v;
+  return _mm512_set1_epi32(v);
 }
 
 HWY_INLINE __m512i Join256(const uint8_t* lo, const uint8_t* hi) {
@@ -479,7 +482,7 @@ void IntScoresVnni(const AttentionArgs& a, const uint8_t* Kb, size_t rb, int i0,
           const int8_t* q = qa.qrow(r) + b * kQBlock;
           __m512i acc = _mm512_set1_epi32(-offset * qa.srow(r)[b]);
 #pragma GCC unroll 8
-          for (int c = 0; c < 8; ++c) acc = _mm512_dpbusd_epi32(acc, C[c], _mm512_set1_epi32(Load4(q + 4 * c)));
+          for (int c = 0; c < 8; ++c) acc = _mm512_dpbusd_epi32(acc, C[c], QueryWord(q + 4 * c));
           const __m512 t = _mm512_mul_ps(dk, _mm512_set1_ps(qa.drow(r)[b]));
           float* out = sall + size_t(r) * size_t(Tk) + (k0 - ts);
           __m512 sc = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(in_tile, out);
