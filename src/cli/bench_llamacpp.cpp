@@ -119,6 +119,7 @@ nlohmann::json num_or_null(double v) { return std::isfinite(v) ? nlohmann::json(
 // One round: dflash on the file, then llama.cpp on it (dflash's copy is freed first).
 struct Round {
   BenchRow d;
+  double bandwidth = 0;  // read bandwidth measured just before the round, bytes/s
   nlohmann::json peer;
   std::string quant;
 };
@@ -169,21 +170,19 @@ double best_of(double a, double b, bool larger) {
 nlohmann::json measure(const std::string& root, const std::string& label, const std::string& gguf, int pp, int tg,
                        int rounds, ThreadPool& pool, double& bw, std::map<WType, double>& rate) {
   std::vector<Round> rs;
-  std::vector<double> bw_round;  // each round's own measurement, taken just before it
   for (int i = 0; i < rounds; ++i) {
     if (rounds > 1) std::fprintf(stderr, "[%s] round %d of %d\n", label.c_str(), i + 1, rounds);
     double now = 0;
     const double best = remeasure_read_bandwidth(pool, bw, &now);
-    bw_round.push_back(now);
     rs.push_back(measure_round(root, label, gguf, pp, tg, pool, best, rate));
+    rs.back().bandwidth = now;
   }
   const auto& ks = curve_k();
   BenchRow r = rs[0].d;  // then the best of every round
   double l_pp = NAN, l_tg = NAN;
   std::vector<double> l_fw(ks.size(), NAN);
   nlohmann::json per_round = nlohmann::json::array();
-  for (size_t ri = 0; ri < rs.size(); ++ri) {
-    const Round& x = rs[ri];
+  for (const Round& x : rs) {
     r.prefill_tok_s = std::max(r.prefill_tok_s, x.d.prefill_tok_s);
     r.decode_tok_s = std::max(r.decode_tok_s, x.d.decode_tok_s);
     r.peak_rss_mb = std::max(r.peak_rss_mb, x.d.peak_rss_mb);
@@ -197,11 +196,11 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
     // The roof of the round against its own bandwidth measurement as well as the best one: on
     // a shared machine the two can be a third apart, and the pairing says which phase a
     // round's decode ran in.
-    per_round.push_back({{"bandwidth_gb_s", bw_round[ri] / 1e9},
+    per_round.push_back({{"bandwidth_gb_s", x.bandwidth / 1e9},
                          {"dflash",
                           {{"pp512_tok_s", x.d.prefill_tok_s},
                            {"tg128_tok_s", x.d.decode_tok_s},
-                           {"roof_fraction", x.d.weight_gb * 1e9 * x.d.decode_tok_s / bw_round[ri]}}},
+                           {"roof_fraction", x.d.weight_gb * 1e9 * x.d.decode_tok_s / x.bandwidth}}},
                          {"llamacpp",
                           {{"pp512_tok_s", num_or_null(get(x.peer, "pp512_tok_s"))},
                            {"tg128_tok_s", num_or_null(get(x.peer, "tg128_tok_s"))}}}});

@@ -14,6 +14,20 @@ namespace dflash::ref {
 
 namespace {
 
+// Code i of a Q8_0/Q4_0 row, signed (Q4_0: element j in the low nibble of byte j, element
+// j+16 in the high nibble), and the scale of its block b.
+int block_code(const uint8_t* row, WType t, int i) {
+  if (t == WType::Q8_0) return reinterpret_cast<const BlockQ8_0*>(row)[i / kQBlock].qs[i % kQBlock];
+  const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[i / kQBlock];
+  const int j = i % kQBlock;
+  return (j < kQBlock / 2 ? (blk.qs[j] & 0xf) : (blk.qs[j - kQBlock / 2] >> 4)) - 8;
+}
+
+float block_scale(const uint8_t* row, WType t, int b) {
+  return f16_to_f32(t == WType::Q8_0 ? reinterpret_cast<const BlockQ8_0*>(row)[b].d
+                                     : reinterpret_cast<const BlockQ4_0*>(row)[b].d);
+}
+
 void decode_kv_row(const uint8_t* row, int hd, WType t, float* out) {
   if (t == WType::F32) {
     const float* f = reinterpret_cast<const float*>(row);
@@ -21,31 +35,9 @@ void decode_kv_row(const uint8_t* row, int hd, WType t, float* out) {
   } else if (t == WType::F16) {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
     for (int d = 0; d < hd; ++d) out[d] = f16_to_f32(h[d]);
-  } else if (t == WType::Q8_0) {
-    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
-    for (int d = 0; d < hd; ++d) out[d] = float(b[d / kQBlock].qs[d % kQBlock]) * f16_to_f32(b[d / kQBlock].d);
-  } else {  // Q4_0: element j in the low nibble of byte j, element j+16 in the high nibble
-    const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
-    for (int d = 0; d < hd; ++d) {
-      const BlockQ4_0& blk = b[d / kQBlock];
-      const int j = d % kQBlock;
-      const int code = j < kQBlock / 2 ? (blk.qs[j] & 0xf) : (blk.qs[j - kQBlock / 2] >> 4);
-      out[d] = float(code - 8) * f16_to_f32(blk.d);
-    }
+  } else {
+    for (int d = 0; d < hd; ++d) out[d] = float(block_code(row, t, d)) * block_scale(row, t, d / kQBlock);
   }
-}
-
-// Key code i of a Q8_0/Q4_0 row, signed.
-int key_code(const uint8_t* row, WType t, int i) {
-  if (t == WType::Q8_0) return reinterpret_cast<const BlockQ8_0*>(row)[i / kQBlock].qs[i % kQBlock];
-  const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(row)[i / kQBlock];
-  const int j = i % kQBlock;
-  return (j < kQBlock / 2 ? (blk.qs[j] & 0xf) : (blk.qs[j - kQBlock / 2] >> 4)) - 8;
-}
-
-float key_scale(const uint8_t* row, WType t, int b) {
-  return f16_to_f32(t == WType::Q8_0 ? reinterpret_cast<const BlockQ8_0*>(row)[b].d
-                                     : reinterpret_cast<const BlockQ4_0*>(row)[b].d);
 }
 
 }  // namespace
@@ -73,8 +65,8 @@ void attention(const AttentionArgs& a) {
         if (int_keys) {
           for (int blk = 0; blk < hd / kQBlock; ++blk) {
             int32_t isum = 0;
-            for (int c = blk * kQBlock; c < (blk + 1) * kQBlock; ++c) isum += int32_t(qa.q[size_t(c)]) * key_code(krow, a.kv_type, c);
-            s = block_fma(isum, key_scale(krow, a.kv_type, blk), qa.d[size_t(blk)], s);
+            for (int c = blk * kQBlock; c < (blk + 1) * kQBlock; ++c) isum += int32_t(qa.q[size_t(c)]) * block_code(krow, a.kv_type, c);
+            s = block_fma(isum, block_scale(krow, a.kv_type, blk), qa.d[size_t(blk)], s);
           }
         } else {
           decode_kv_row(krow, hd, a.kv_type, kr.data());
