@@ -7,8 +7,8 @@
 // weights' offset times the block's activation sum (Q4_0: -8 xs, Q8_0: -128 xs, since the
 // packed bytes are unsigned). Then one convert and one fma per 16 outputs and block.
 //   - Decode and batches up to 6 rows (Tile): up to 3 rows x 4 groups of accumulators in
-//     registers, the 4 groups read as one sequential stream with software prefetch; Q4_0's
-//     4-5 rows as one pass of all rows over 2 groups at a time.
+//     registers, the 4 groups read as one sequential stream with software prefetch; 4-5 rows
+//     in one pass, their fp32 sums in L1.
 //   - Larger batches (TileCol): one block of 2 groups decoded into registers once, then
 //     every row of a chunk of 64 goes through it, its accumulators in L1. Bound by the dot
 //     products: `dflash bench` prints their rate on weights in cache and the bound it implies.
@@ -106,11 +106,18 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
   const int8_t* const* x = rows.x;
   const float* const* dx = rows.dx;
   const int32_t* const* xs = rows.xs;
+  // More than 12 int32 sums leave no registers for the fp32 ones: those then live in L1, one
+  // load and one store per block beside the block's MR x NG x 8 dot products.
+  constexpr bool kAccL1 = MR * NG > 12;
   __m512 acc[MR][NG];
+  alignas(64) float accm[kAccL1 ? MR : 1][kAccL1 ? NG : 1][16];
   #pragma GCC unroll 16
   for (int m = 0; m < MR; ++m)
     #pragma GCC unroll 16
-    for (int g = 0; g < NG; ++g) acc[m][g] = _mm512_setzero_ps();
+    for (int g = 0; g < NG; ++g) {
+      if constexpr (kAccL1) _mm512_store_ps(accm[m][g], _mm512_setzero_ps());
+      else acc[m][g] = _mm512_setzero_ps();
+    }
   const __m512i m4 = _mm512_set1_epi8(15);
   for (int64_t b = 0; b < p.pg.blocks; ++b) {
     __m512i ia[MR][NG];
@@ -167,8 +174,13 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
     for (int m = 0; m < MR; ++m) {
       const __m512 d = _mm512_set1_ps(dx[m][b]);
       #pragma GCC unroll 16
-      for (int g = 0; g < NG; ++g)
-        acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][g]), _mm512_mul_ps(ws[g], d), acc[m][g]);
+      for (int g = 0; g < NG; ++g) {
+        if constexpr (kAccL1)
+          _mm512_store_ps(accm[m][g], _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][g]), _mm512_mul_ps(ws[g], d),
+                                                      _mm512_load_ps(accm[m][g])));
+        else
+          acc[m][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m][g]), _mm512_mul_ps(ws[g], d), acc[m][g]);
+      }
     }
   }
   #pragma GCC unroll 16
@@ -178,7 +190,8 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
     if (valid <= 0) break;  // the zero rows that pad the last set of 4 groups
     const __mmask16 k = valid >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << valid) - 1);
     #pragma GCC unroll 16
-    for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(p.y + int64_t(m0 + m) * p.N + n, k, acc[m][g]);
+    for (int m = 0; m < MR; ++m)
+      _mm512_mask_storeu_ps(p.y + int64_t(m0 + m) * p.N + n, k, kAccL1 ? _mm512_load_ps(accm[m][g]) : acc[m][g]);
   }
 }
 
@@ -418,16 +431,18 @@ template <WType T>
 void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
   const PackedArgs p{a, w, packed_geometry(w.type, w.rows, w.cols), y, w.rows};
 #if HWY_TARGET == HWY_AVX3_DL
-  // Q4_0 with 4 or 5 rows (a verify of 5) is bound by the dot products, not the stream: one
-  // pass of all rows over 2 groups at a time (5 x 2 accumulators in registers) beats 3 + 2 rows
-  // over 4 groups, whose second pass decodes the nibbles again while the stream idles. Q8_0,
-  // with half the dot products per byte, keeps the split: its stream suffers more from the
-  // strided 2-group walk than it gains (alternating builds, K = 5: Q4_0 0.96-0.98x the time
-  // on the model shapes, 0.89-0.91x on one large matrix; Q8_0 up to 1.15x).
-  if (T == WType::Q4_0 && (M == 4 || M == 5)) {
-    for (int64_t g = g0; g < g1; g += 2) {
-      if (M == 4) Tile<T, 4, 2>(p, 0, g, true);
-      else Tile<T, 5, 2>(p, 0, g, true);
+  // A verify of 4-5 rows in one pass over the weights: split as 3 + 2 (2 + 2) rows, the
+  // second pass repeats the nibble decode and the loads while the stream idles. Beyond 12
+  // int32 sums the fp32 ones go to L1 (Tile's kAccL1). Q4_0's 5 rows walk 2 groups at a time,
+  // since 5 x 4 sums and its decoded nibbles do not fit the registers; Q8_0's do, and its
+  // stream, twice as long per dot product, suffers from the 2-group walk's stride. Alternating
+  // builds on one 85 MB matrix at 2 threads (time against the split): Q8_0 0.98x (4 rows),
+  // 0.88x (5); Q4_0 0.92x (4), 0.89-0.91x (5). Six rows gained nothing and stay 3 + 3.
+  if (M == 4 || M == 5) {
+    for (int64_t g = g0; g < g1; g += 4) {  // tasks hold whole sets of 4 groups
+      if (M == 4) Tile<T, 4, 4>(p, 0, g, true);
+      else if (T == WType::Q8_0) Tile<T, 5, 4>(p, 0, g, true);
+      else Tile<T, 5, 2>(p, 0, g, true), Tile<T, 5, 2>(p, 0, g + 2, true);
     }
     return;
   }
