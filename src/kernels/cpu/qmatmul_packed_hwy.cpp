@@ -431,8 +431,8 @@ template <WType T>
 void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
   const PackedArgs p{a, w, packed_geometry(w.type, w.rows, w.cols), y, w.rows};
 #if HWY_TARGET == HWY_AVX3_DL
-  // A verify of 4-5 rows in one pass over the weights: split as 3 + 2 (2 + 2) rows, the
-  // second pass repeats the nibble decode and the loads while the stream idles. Beyond 12
+  // A verify of 4-5 rows in one pass over the weights: split as 2 + 2 or 3 + 2 rows, the
+  // second pass repeats the loads (and Q4_0's nibble decode) while the stream idles. Beyond 12
   // int32 sums the fp32 ones go to L1 (Tile's kAccL1). Q4_0's 5 rows walk 2 groups at a time,
   // since 5 x 4 sums and its decoded nibbles do not fit the registers; Q8_0's do, and its
   // stream, twice as long per dot product, suffers from the 2-group walk's stride. Alternating
@@ -448,14 +448,13 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
   }
 #endif
   if (M <= 6 && kMaxNG >= 4) {
-    // Decode and the smallest batches: four groups at once in one sequential stream, the
+    // Decode, 2-3 rows and 6 rows (3 + 3): four groups at once in one sequential stream, the
     // accumulators of up to three rows in registers (3 x 4 int32 sums and 3 x 4 fp32 sums:
     // 24 of the 32 vector registers; Q8_0's weights and broadcasts fit beside them, Q4_0's
-    // decoded nibbles make GCC spill a few to the stack); further rows find the set in cache.
-    // Four rows go as 2 + 2, not 3 + 1.
+    // decoded nibbles make GCC spill a few to the stack); the second 3 rows find the set in cache.
     for (int64_t g = g0; g < g1; g += 4)
       for (int m = 0, mr; m < M; m += mr) {
-        mr = std::min(M - m == 4 ? 2 : kMaxMR, M - m);
+        mr = std::min(kMaxMR, M - m);
         if (g + 4 <= g1) TileRows<T, kMaxNG>(p, m, mr, g, m == 0);  // always: tasks hold whole sets of 4 groups
         else for (int64_t gg = g; gg < g1; ++gg) TileRows<T, 1>(p, m, mr, gg, m == 0);
       }
