@@ -435,9 +435,11 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
   // second pass repeats the loads (and Q4_0's nibble decode) while the stream idles. Beyond 12
   // int32 sums the fp32 ones go to L1 (Tile's kAccL1). Q4_0's 5 rows walk 2 groups at a time,
   // since 5 x 4 sums and its decoded nibbles do not fit the registers; Q8_0's do, and its
-  // stream, twice as long per dot product, suffers from the 2-group walk's stride. Alternating
-  // builds on one 85 MB matrix at 2 threads (time against the split): Q8_0 0.98x (4 rows),
-  // 0.88x (5); Q4_0 0.92x (4), 0.89-0.91x (5). Six rows gained nothing and stay 3 + 3.
+  // stream, twice as long per dot product, suffers from the 2-group walk's stride (up to
+  // 1.15x slower on the 1.7B shape). Alternating builds, 2 threads, one 85 MB matrix (time
+  // against the split): Q8_0 0.98x (4 rows), 0.88x (5); Q4_0 0.89-0.91x (5); Q4_0's 4 rows
+  // over 4 groups 0.92x the same over 2 groups, itself 0.96x the split. Whole forwards of the
+  // 0.5B shape at K = 5: Q8_0 0.89x, Q4_0 0.95x. Six rows gained nothing and stay 3 + 3.
   if (M == 4 || M == 5) {
     for (int64_t g = g0; g < g1; g += 4) {  // tasks hold whole sets of 4 groups
       if (M == 4) Tile<T, 4, 4>(p, 0, g, true);
