@@ -200,12 +200,12 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
                          {"dflash",
                           {{"pp512_tok_s", x.d.prefill_tok_s},
                            {"tg128_tok_s", x.d.decode_tok_s},
-                           {"roof_fraction", x.d.weight_gb * 1e9 * x.d.decode_tok_s / x.bandwidth}}},
+                           {"roof_fraction", x.d.roof_against(x.bandwidth)}}},
                          {"llamacpp",
                           {{"pp512_tok_s", num_or_null(get(x.peer, "pp512_tok_s"))},
                            {"tg128_tok_s", num_or_null(get(x.peer, "tg128_tok_s"))}}}});
   }
-  r.roof = r.weight_gb * 1e9 * r.decode_tok_s / bw;
+  r.roof = r.roof_against(bw);
   nlohmann::json d = {{"pp512_tok_s", r.prefill_tok_s}, {"tg128_tok_s", r.decode_tok_s}, {"roof_fraction", r.roof},
                       {"peak_rss_mb", r.peak_rss_mb}},
                  l = {{"pp512_tok_s", num_or_null(l_pp)}, {"tg128_tok_s", num_or_null(l_tg)}};

@@ -31,6 +31,8 @@ struct BenchRow {
   double bandwidth = 0;  // bytes/s this row's roof and bounds are held against
   double peak_rss_mb = -1;  // since the caller's reset_peak_rss() before loading; -1 if unknown
   std::vector<double> forward_s, bound_s;  // per curve_k()
+  // Decode's fraction of the bandwidth roof: weight bytes streamed per second over `bw` (bytes/s).
+  double roof_against(double bw) const { return weight_gb * 1e9 * decode_tok_s / bw; }
 };
 
 // int8 multiply-adds/s of the block-quantized kernel on cache-resident weights.

@@ -128,7 +128,7 @@ Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens,
   r.prefill_tok_s = gen.timings().prefill_tok_s();
   r.decode_tok_s = gen.timings().decode_tok_s();
   r.weight_gb = double(m.weight_bytes()) / 1e9;
-  r.roof = double(m.weight_bytes()) * r.decode_tok_s / bw;
+  r.roof = r.roof_against(bw);
   r.bandwidth = bw;
   r.forward_s = forward_curve(m, pool, std::min(prompt_tokens, 128));
   // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short
