@@ -200,41 +200,6 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
 // the weights whatever its size. The rows' fp32 accumulators do not fit in registers and
 // live in L1; each is still one fma chain in block order.
 constexpr int kColRows = kPackedOnePassRows;
-// R rows through one block of decoded weights. Each row's int32 sum for a group is split into
-// two chains of four dot products (added exactly at the end) and R rows go side by side, so
-// more independent dpbusd chains are in flight (3-6% faster on weights in cache, 16 rows).
-template <WType T, int NG, int R>
-HWY_INLINE void ColRows(const PackedArgs& p, const __m512i (&w)[NG][8], const __m512 (&ws)[NG], int m, int m0,
-                        int64_t b, float (*acc)[NG][16]) {
-  __m512i ia[R][NG][2];
-  const int8_t* xb[R];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    xb[r] = p.a.qrow(m + r) + 32 * b;
-    const __m512i off = _mm512_set1_epi32(Offset<T>(p.a.srow(m + r)[b]));
-#pragma GCC unroll 16
-    for (int g = 0; g < NG; ++g) ia[r][g][0] = off, ia[r][g][1] = _mm512_setzero_si512();
-  }
-#pragma GCC unroll 16
-  for (int s4 = 0; s4 < 8; ++s4)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const __m512i xv = _mm512_set1_epi32(Load4(xb[r] + 4 * s4));
-#pragma GCC unroll 16
-      for (int g = 0; g < NG; ++g) ia[r][g][s4 & 1] = _mm512_dpbusd_epi32(ia[r][g][s4 & 1], w[g][s4], xv);
-    }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    const __m512 d = _mm512_set1_ps(p.a.drow(m + r)[b]);
-#pragma GCC unroll 16
-    for (int g = 0; g < NG; ++g) {
-      float* a = acc[m + r - m0][g];
-      const __m512i isum = _mm512_add_epi32(ia[r][g][0], ia[r][g][1]);
-      _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws[g], d), _mm512_load_ps(a)));
-    }
-  }
-}
-
 template <WType T, int NG>
 HWY_NOINLINE void TileCol(const PackedArgs& p, int m0, int m1, int64_t g0, bool stream) {
   alignas(64) float acc[kColRows][NG][16];
@@ -266,9 +231,25 @@ HWY_NOINLINE void TileCol(const PackedArgs& p, int m0, int m1, int64_t g0, bool 
       }
       ws[g] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p.w.packed_scales(p.pg, g0 + g, b))));
     }
-    int m = m0;
-    for (; m + 2 <= m1; m += 2) ColRows<T, NG, 2>(p, w, ws, m, m0, b, acc);
-    if (m < m1) ColRows<T, NG, 1>(p, w, ws, m, m0, b, acc);
+    for (int m = m0; m < m1; ++m) {
+      const int8_t* xb = p.a.qrow(m) + 32 * b;
+      const __m512i off = _mm512_set1_epi32(Offset<T>(p.a.srow(m)[b]));
+      __m512i ia[NG];
+#pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) ia[g] = off;
+#pragma GCC unroll 16
+      for (int s4 = 0; s4 < 8; ++s4) {
+        const __m512i xv = _mm512_set1_epi32(Load4(xb + 4 * s4));
+#pragma GCC unroll 16
+        for (int g = 0; g < NG; ++g) ia[g] = _mm512_dpbusd_epi32(ia[g], w[g][s4], xv);
+      }
+      const __m512 d = _mm512_set1_ps(p.a.drow(m)[b]);
+#pragma GCC unroll 16
+      for (int g = 0; g < NG; ++g) {
+        float* a = acc[m - m0][g];
+        _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g]), _mm512_mul_ps(ws[g], d), _mm512_load_ps(a)));
+      }
+    }
   }
 #pragma GCC unroll 16
   for (int g = 0; g < NG; ++g) {
@@ -435,11 +416,10 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
   // second pass repeats the loads (and Q4_0's nibble decode) while the stream idles. Beyond 12
   // int32 sums the fp32 ones go to L1 (Tile's kAccL1). Q4_0's 5 rows walk 2 groups at a time,
   // since 5 x 4 sums and its decoded nibbles do not fit the registers; Q8_0's do, and its
-  // stream, twice as long per dot product, suffers from the 2-group walk's stride (up to
-  // 1.15x slower on the 1.7B shape). Alternating builds, 2 threads, one 85 MB matrix (time
-  // against the split): Q8_0 0.98x (4 rows), 0.88x (5); Q4_0 0.89-0.91x (5); Q4_0's 4 rows
-  // over 4 groups 0.92x the same over 2 groups, itself 0.96x the split. Whole forwards of the
-  // 0.5B shape at K = 5: Q8_0 0.89x, Q4_0 0.95x. Six rows gained nothing and stay 3 + 3.
+  // stream, twice as long per dot product, was slower over the strided 2-group walk. Measured
+  // with `dflash bench --shape qwen2.5-0.5b qwen3-1.7b --weights q8 q4 --prompt-tokens 64
+  // --gen-tokens 16`, this against the split in ABBA order (median of 4-6 pairs): K = 5 0.78-0.81x
+  // the time for Q8_0, 0.98-1.02x for Q4_0; K = 4 0.83-0.94x and 0.92-0.97x. Six rows stay 3 + 3.
   if (M == 4 || M == 5) {
     for (int64_t g = g0; g < g1; g += 4) {  // tasks hold whole sets of 4 groups
       if (M == 4) Tile<T, 4, 4>(p, 0, g, true);
