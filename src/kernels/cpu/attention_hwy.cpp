@@ -150,6 +150,20 @@ HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int l
   }
 }
 
+// A vector of fp32 keys or values read from fp32 (a decoded tile) or straight from an f16 cache:
+// the same values either way, since f16 -> fp32 is exact.
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+
+HWY_INLINE float ScalarF32(float x) { return x; }
+HWY_INLINE float ScalarF32(hwy::float16_t x) {
+  uint16_t bits;
+  std::memcpy(&bits, &x, 2);
+  return f16_to_f32(bits);
+}
+
 // Cache lines of the next tile's keys and values still to be asked for, a few at a time from
 // inside the score loop, so that the stream from memory runs under the arithmetic instead of
 // stalling it in one burst of prefetches at the start of each tile.
@@ -204,8 +218,8 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(hn::Vec<DF> a0, hn::Vec<DF> a1, hn::
 // Scores of NR query rows against the four keys kr[0..3] (the first nk real, the rest zero
 // vectors): every dot is one accumulator over head_dim in lane order, then Sum4, the same
 // operations for a given (row, key) whichever rows or keys it is computed beside.
-template <int NR, bool kFull>
-HWY_INLINE void ScoreQuad(const float* const* q, const float* const* kr, int nk, int hd, hn::Vec<hn::Full128<float>> vscale,
+template <int NR, bool kFull, class KT>
+HWY_INLINE void ScoreQuad(const float* const* q, const KT* const* kr, int nk, int hd, hn::Vec<hn::Full128<float>> vscale,
                           float* s, int ls) {
   const DF df;
   const hn::Full128<float> d4;
@@ -218,7 +232,7 @@ HWY_INLINE void ScoreQuad(const float* const* q, const float* const* kr, int nk,
   for (int c = 0; c < hd; c += L) {
     hn::Vec<DF> kv[4];
 #pragma GCC unroll 4
-    for (int x = 0; x < 4; ++x) kv[x] = kFull || x < nk ? hn::LoadU(df, kr[x] + c) : hn::Zero(df);
+    for (int x = 0; x < 4; ++x) kv[x] = kFull || x < nk ? LoadF32(df, kr[x] + c) : hn::Zero(df);
 #pragma GCC unroll 16
     for (int u = 0; u < NR; ++u) {
       const auto qv = hn::LoadU(df, q[u] + c);
@@ -242,14 +256,14 @@ HWY_INLINE void ScoreQuad(const float* const* q, const float* const* kr, int nk,
 // s[u][j - ts] = dot(q[u], K[j - ts]) * scale for keys j in [jb, je), NR query rows, four keys
 // at a time (ScoreQuad). Missing keys of a last partial group are zero vectors (no read past
 // the key range).
-template <int NR>
-HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, int jb, int je, float scale, float* s,
+template <int NR, class KT>
+HWY_INLINE void Scores(const float* const* q, const KT* K, int hd, int ts, int jb, int je, float scale, float* s,
                        int ls, PrefetchCursor& pf) {
   const hn::Full128<float> d4;
   const auto vscale = hn::Set(d4, scale);
   for (int j = jb; j < je; j += 4) {
     const int nk = std::min(4, je - j);
-    const float* kr[4];
+    const KT* kr[4];
 #pragma GCC unroll 4
     for (int x = 0; x < 4; ++x) kr[x] = K + size_t(j + std::min(x, nk - 1) - ts) * hd;
     pf.Step();
@@ -258,13 +272,13 @@ HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, in
   }
 }
 #else
-template <int NR>
-HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, int jb, int je, float scale, float* s,
+template <int NR, class KT>
+HWY_INLINE void Scores(const float* const* q, const KT* K, int hd, int ts, int jb, int je, float scale, float* s,
                        int ls, PrefetchCursor& pf) {
   for (int j = jb; j < je; ++j)
     for (int u = 0; u < NR; ++u) {
       float a = 0;
-      for (int c = 0; c < hd; ++c) a += q[u][c] * K[size_t(j - ts) * hd + c];
+      for (int c = 0; c < hd; ++c) a += q[u][c] * ScalarF32(K[size_t(j - ts) * hd + c]);
       s[u * ls + j - ts] = a * scale;
     }
 }
@@ -272,8 +286,8 @@ HWY_INLINE void Scores(const float* const* q, const float* K, int hd, int ts, in
 
 // acc[u][c0 ..) += sum_j p[u][j - ts] * V[j - ts][c0 ..) over keys [jb, je) in order, for NR
 // rows and NV vectors of head_dim: the accumulators stay in registers.
-template <int NR, int NV>
-HWY_INLINE void AccumulateSlab(float* const* acc, const float* p, int ls, const float* V, int hd, int ts, int jb,
+template <int NR, int NV, class VT>
+HWY_INLINE void AccumulateSlab(float* const* acc, const float* p, int ls, const VT* V, int hd, int ts, int jb,
                                int je, int c0) {
   const DF df;
   const int L = int(hn::Lanes(df));
@@ -283,10 +297,10 @@ HWY_INLINE void AccumulateSlab(float* const* acc, const float* p, int ls, const 
 #pragma GCC unroll 4
     for (int x = 0; x < NV; ++x) a[u][x] = hn::LoadU(df, acc[u] + c0 + x * L);
   for (int j = jb; j < je; ++j) {
-    const float* vr = V + size_t(j - ts) * hd + c0;
+    const VT* vr = V + size_t(j - ts) * hd + c0;
     hn::Vec<DF> vv[NV];
 #pragma GCC unroll 4
-    for (int x = 0; x < NV; ++x) vv[x] = hn::LoadU(df, vr + x * L);
+    for (int x = 0; x < NV; ++x) vv[x] = LoadF32(df, vr + x * L);
 #pragma GCC unroll 16
     for (int u = 0; u < NR; ++u) {
       const auto pw = hn::Set(df, p[u * ls + j - ts]);
@@ -302,8 +316,8 @@ HWY_INLINE void AccumulateSlab(float* const* acc, const float* p, int ls, const 
 
 // acc[u] += sum_j p[u][j - ts] * V[j - ts] over keys [jb, je) in order, for NR rows; head_dim
 // in slabs of up to four vectors.
-template <int NR>
-HWY_INLINE void AccumulateValues(float* const* acc, const float* p, int ls, const float* V, int hd, int ts, int jb,
+template <int NR, class VT>
+HWY_INLINE void AccumulateValues(float* const* acc, const float* p, int ls, const VT* V, int hd, int ts, int jb,
                                  int je) {
   const int L = int(hn::Lanes(DF()));
   for (int c0 = 0; c0 < hd; c0 += 4 * L) {
@@ -319,10 +333,9 @@ HWY_INLINE void AccumulateValues(float* const* acc, const float* p, int ls, cons
 // Online-softmax update of NR rows' chunk states with one tile of keys [jb, je) (all NR rows
 // share the key range: they are the heads of one query position).
 // kScored: s already holds the rows' scores (-inf outside [jb, je)), q and K are not read.
-template <int NR, bool kScored = false>
-HWY_INLINE void TileRows(const float* const* q, float* const* acc, float* m, float* l, const float* K,
-                         const float* V, int hd, int T, int ts, int jb, int je, float scale, float* s,
-                         PrefetchCursor& pf) {
+template <int NR, bool kScored, class KT, class VT>
+HWY_INLINE void TileRows(const float* const* q, float* const* acc, float* m, float* l, const KT* K, const VT* V, int hd,
+                         int T, int ts, int jb, int je, float scale, float* s, PrefetchCursor& pf) {
   const DF df;
   const int L = int(hn::Lanes(df));
   const auto ninf = hn::Set(df, -INFINITY);
@@ -628,6 +641,8 @@ HWY_INLINE PrefetchCursor NextTileCursor(const AttentionArgs& a, const uint8_t* 
   return pf;
 }
 
+constexpr int kF16DirectRowGroups = 2;
+
 // Softmax states of the rows of positions [i0, i1) x the heads of kv head g over chunk c:
 // cm/cl/cacc[r], r = (i - i0) * group + head within the group. Returns false if no row of the
 // block has a key in the chunk. `cold`: no earlier chunk of this task asked for this one's
@@ -650,6 +665,12 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
   w.cl.assign(size_t(R), 0.0f);
   w.cacc.assign(size_t(R) * hd, 0.0f);
   constexpr bool kIntKeys = T == WType::Q8_0 || T == WType::Q4_0;
+  // An f16 tile read by few row groups (decode, a short verify) is converted in registers as
+  // each group reads it: decoding it to fp32 first costs a store and a load per value, more
+  // than the conversion it saves the second group. Same values, same arithmetic, same bits.
+  int row_groups = 0;
+  for (int i = i0; i < i1; ++i) row_groups += (group + 3) / 4;
+  const bool f16_direct = T == WType::F16 && row_groups <= kF16DirectRowGroups;
   if (T != WType::F32) {
     w.kf.resize(size_t(Tk) * hd);
     w.vf.resize(size_t(Tk) * hd);
@@ -668,43 +689,46 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
     if (lo >= hi) continue;
     PrefetchCursor pf = NextTileCursor(a, Kb, Vb, rb, i0, i1, ts, std::max(te, ulo),
                                        std::min(te + Tk, std::max(uhi, task_hi)), hi - lo);
-    const float *K, *V;
+    // The online-softmax update of every row group with keys K and values V of the tile.
+    auto update_rows = [&](const auto* K, const auto* V) {
+      for (int i = i0; i < i1; ++i) {
+        const int jb = std::max(ts, a.kbeg[i]), je = std::min(te, a.kend[i]);
+        if (jb >= je) continue;
+        for (int h0 = 0; h0 < group; h0 += 4) {
+          const int nr = std::min(4, group - h0);
+          const float* q[4];
+          float* acc[4];
+          const int r0 = (i - i0) * group + h0;
+          for (int u = 0; u < nr; ++u) {
+            q[u] = a.q + (int64_t(i) * a.n_heads + int64_t(g) * group + h0 + u) * hd;
+            acc[u] = w.cacc.data() + size_t(r0 + u) * hd;
+          }
+          float* m = w.cm.data() + r0;
+          float* l = w.cl.data() + r0;
+          float* s = kIntKeys ? w.sall.data() + size_t(r0) * size_t(Tk) : w.s.data();
+          switch (nr) {
+            case 1: TileRows<1, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+            case 2: TileRows<2, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+            case 3: TileRows<3, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+            default: TileRows<4, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
+          }
+        }
+      }
+    };
     if constexpr (T == WType::F32) {
-      K = reinterpret_cast<const float*>(Kb) + size_t(ts) * hd;
-      V = reinterpret_cast<const float*>(Vb) + size_t(ts) * hd;
+      update_rows(reinterpret_cast<const float*>(Kb) + size_t(ts) * hd,
+                  reinterpret_cast<const float*>(Vb) + size_t(ts) * hd);
     } else if constexpr (kIntKeys) {
       IntScores<T>(a, Kb, rb, i0, i1, ts, lo, hi, Tk, w, pf);
       DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
-      K = nullptr;
-      V = w.vf.data();
+      update_rows(static_cast<const float*>(nullptr), w.vf.data());
+    } else if (f16_direct) {
+      update_rows(reinterpret_cast<const hwy::float16_t*>(Kb) + size_t(ts) * hd,
+                  reinterpret_cast<const hwy::float16_t*>(Vb) + size_t(ts) * hd);
     } else {
       DecodeRows<T>(Kb, rb, hd, ts, lo, hi, w.kf.data());
       DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
-      K = w.kf.data();
-      V = w.vf.data();
-    }
-    for (int i = i0; i < i1; ++i) {
-      const int jb = std::max(ts, a.kbeg[i]), je = std::min(te, a.kend[i]);
-      if (jb >= je) continue;
-      for (int h0 = 0; h0 < group; h0 += 4) {
-        const int nr = std::min(4, group - h0);
-        const float* q[4];
-        float* acc[4];
-        const int r0 = (i - i0) * group + h0;
-        for (int u = 0; u < nr; ++u) {
-          q[u] = a.q + (int64_t(i) * a.n_heads + int64_t(g) * group + h0 + u) * hd;
-          acc[u] = w.cacc.data() + size_t(r0 + u) * hd;
-        }
-        float* m = w.cm.data() + r0;
-        float* l = w.cl.data() + r0;
-        float* s = kIntKeys ? w.sall.data() + size_t(r0) * size_t(Tk) : w.s.data();
-        switch (nr) {
-          case 1: TileRows<1, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
-          case 2: TileRows<2, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
-          case 3: TileRows<3, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
-          default: TileRows<4, kIntKeys>(q, acc, m, l, K, V, hd, Tk, ts, jb, je, a.scale, s, pf); break;
-        }
-      }
+      update_rows(w.kf.data(), w.vf.data());
     }
     pf.Finish();
   }

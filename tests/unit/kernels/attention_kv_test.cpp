@@ -157,7 +157,8 @@ TEST(AttentionKV, EverySimdTargetOfThisCpuMatchesTheReference) {
     for (WType t : {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0})
       for (int group : {1, 7})
         for (int hd : {64, 96, 128})
-          for (const Case& c : {Case{t, group, hd, 120, 7, 37}, Case{t, group, hd, 700, 17, 517}}) {
+          for (const Case& c : {Case{t, group, hd, 120, 7, 37}, Case{t, group, hd, 700, 17, 517},
+                                Case{t, group, hd, 700, 1, 650}}) {  // a decode row: f16 read in registers
             Inputs s = setup(c, 3000 + hd + group);
             const size_t n = size_t(c.nq) * 2 * c.group * c.hd;
             std::vector<float> of(n), orf(n);
