@@ -157,6 +157,42 @@ HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
 }
 
+// A Q8_0/Q4_0 cache's rows [from the tile start) as AccumulateSlab reads them: each vector
+// decoded in registers with the operations of DecodeRows, so the same bits.
+template <WType T>
+struct QuantRows {
+  const uint8_t* base;
+  size_t rb;
+};
+
+// Values c.. of tile row r as fp32, from a decoded tile, an f16 cache or a quantized one.
+HWY_INLINE hn::Vec<DF> ValueVec(DF df, const float* V, size_t r, int hd, int c) {
+  return hn::LoadU(df, V + r * size_t(hd) + size_t(c));
+}
+HWY_INLINE hn::Vec<DF> ValueVec(DF df, const hwy::float16_t* V, size_t r, int hd, int c) {
+  return LoadF32(df, V + r * size_t(hd) + size_t(c));
+}
+template <WType T>
+HWY_INLINE hn::Vec<DF> ValueVec(DF df, const QuantRows<T>* V, size_t r, int hd, int c) {
+  const uint8_t* row = V->base + r * V->rb;
+  const int blk = c / kQBlock, off = c % kQBlock;
+  if constexpr (T == WType::Q8_0) {
+    const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[blk];
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> di;
+    return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b.qs + off))), hn::Set(df, ScaleF32(b.d)));
+  } else {
+    const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[blk];
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<uint32_t, DF> du;
+    const hn::Rebind<int32_t, DF> di;
+    const int half = kQBlock / 2;
+    const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b.qs + off % half)));
+    const auto code = off < half ? hn::And(bytes, hn::Set(di, 0xf)) : hn::ShiftRight<4>(bytes);
+    return hn::Mul(hn::ConvertTo(df, hn::Sub(code, hn::Set(di, 8))), hn::Set(df, ScaleF32(b.d)));
+  }
+}
+
 HWY_INLINE float ScalarF32(float x) { return x; }
 HWY_INLINE float ScalarF32(hwy::float16_t x) {
   uint16_t bits;
@@ -297,10 +333,9 @@ HWY_INLINE void AccumulateSlab(float* const* acc, const float* p, int ls, const 
 #pragma GCC unroll 4
     for (int x = 0; x < NV; ++x) a[u][x] = hn::LoadU(df, acc[u] + c0 + x * L);
   for (int j = jb; j < je; ++j) {
-    const VT* vr = V + size_t(j - ts) * hd + c0;
     hn::Vec<DF> vv[NV];
 #pragma GCC unroll 4
-    for (int x = 0; x < NV; ++x) vv[x] = LoadF32(df, vr + x * L);
+    for (int x = 0; x < NV; ++x) vv[x] = ValueVec(df, V, size_t(j - ts), hd, c0 + x * L);
 #pragma GCC unroll 16
     for (int u = 0; u < NR; ++u) {
       const auto pw = hn::Set(df, p[u * ls + j - ts]);
@@ -641,7 +676,7 @@ HWY_INLINE PrefetchCursor NextTileCursor(const AttentionArgs& a, const uint8_t* 
   return pf;
 }
 
-constexpr int kF16DirectRowGroups = 2;
+constexpr int kDirectRowGroups = 2;
 
 // Softmax states of the rows of positions [i0, i1) x the heads of kv head g over chunk c:
 // cm/cl/cacc[r], r = (i - i0) * group + head within the group. Returns false if no row of the
@@ -665,12 +700,13 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
   w.cl.assign(size_t(R), 0.0f);
   w.cacc.assign(size_t(R) * hd, 0.0f);
   constexpr bool kIntKeys = T == WType::Q8_0 || T == WType::Q4_0;
-  // An f16 tile read by few row groups (decode, a short verify) is converted in registers as
-  // each group reads it: decoding it to fp32 first costs a store and a load per value, more
-  // than the conversion it saves the second group. Same values, same arithmetic, same bits.
+  // A tile read by few row groups (decode, a short verify) is converted in registers as each
+  // group reads it (f16 keys and values, quantized values): decoding it to fp32 first costs a
+  // store and a load per value, more than the conversion it saves the second group. Same
+  // values, same arithmetic, same bits.
   int row_groups = 0;
   for (int i = i0; i < i1; ++i) row_groups += (group + 3) / 4;
-  const bool f16_direct = T == WType::F16 && row_groups <= kF16DirectRowGroups;
+  const bool direct = row_groups <= kDirectRowGroups;
   if (T != WType::F32) {
     w.kf.resize(size_t(Tk) * hd);
     w.vf.resize(size_t(Tk) * hd);
@@ -720,9 +756,14 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
                   reinterpret_cast<const float*>(Vb) + size_t(ts) * hd);
     } else if constexpr (kIntKeys) {
       IntScores<T>(a, Kb, rb, i0, i1, ts, lo, hi, Tk, w, pf);
-      DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
-      update_rows(static_cast<const float*>(nullptr), w.vf.data());
-    } else if (f16_direct) {
+      if (direct) {
+        const QuantRows<T> vq{Vb + size_t(ts) * rb, rb};
+        update_rows(static_cast<const float*>(nullptr), &vq);
+      } else {
+        DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
+        update_rows(static_cast<const float*>(nullptr), w.vf.data());
+      }
+    } else if (direct) {
       update_rows(reinterpret_cast<const hwy::float16_t*>(Kb) + size_t(ts) * hd,
                   reinterpret_cast<const hwy::float16_t*>(Vb) + size_t(ts) * hd);
     } else {
