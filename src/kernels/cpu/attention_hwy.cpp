@@ -4,14 +4,14 @@
 // definition in kernels.h). With VNNI a tile's keys are transposed 16 at a time into columns
 // of 4 bytes, so one dpbusd against a broadcast 4 bytes of the query gives 16 keys' partial
 // sums with no horizontal reduction, 64 multiply-adds per instruction where the fp32 path does
-// 16 after decoding every key to fp32 first; the transpose is shared by every query row of the
+// 16 after converting every key to fp32; the transpose is shared by every query row of the
 // block. Other targets compute the same exact integers with fp32 arithmetic on the codes
 // (exact: a block's partial sums stay below 2^24).
 //
 // A task takes a block of query positions and every query head that shares one kv head, and
-// walks the keys in tiles: each key tile is read (and its values decoded, for quantized
-// caches) once per block instead of once per query row, then used by all the block's rows
-// from L1.
+// walks the keys in tiles: each tile is read from memory once per block instead of once per
+// query row, then used by all the block's rows from L1 (f16 and quantized values converted to
+// fp32 in registers as each group of rows reads them).
 //
 // Batch invariance: tiles (kTile keys) and chunks (kChunk keys) sit at fixed absolute
 // positions. A row's softmax state over one chunk is built tile by tile in position order
@@ -54,7 +54,7 @@
 namespace dflash::attn {
 // Keys per chunk: the unit of work a short batch is split into across threads.
 constexpr int kChunk = 256;
-// Keys per tile: a tile of decoded keys and values stays in L1 (about 16 KiB each).
+// Keys per tile: a tile of keys and values stays in L1 (up to 16 KiB each, at f32).
 inline int tile_keys(int hd) { return hd <= 64 ? 64 : hd <= 128 ? 32 : 16; }
 // Query positions per block: about 64 query rows (positions x heads of one kv head).
 inline int block_positions(int group) { return std::max(1, 64 / std::max(group, 1)); }
@@ -105,67 +105,51 @@ HWY_INLINE float ScaleF32(uint16_t h) {
 #endif
 }
 
-// Rows [lo, hi) of one kv head's cache decoded to fp32 at out[(j - ts) * hd]. kScaled false:
-// Q8_0/Q4_0 rows as their signed integer codes.
-template <WType T, bool kScaled = true>
-HWY_INLINE void DecodeRows(const uint8_t* base, size_t rb, int hd, int ts, int lo, int hi, float* out) {
-  const DF df;
-  const int L = int(hn::Lanes(df));
-  const int nb = hd / kQBlock;
-  for (int j = lo; j < hi; ++j) {
-    const uint8_t* row = base + size_t(j) * rb;
-    float* o = out + size_t(j - ts) * hd;
-    if constexpr (T == WType::F16) {
-      const hn::Rebind<hwy::float16_t, DF> dh;
-      const hwy::float16_t* h = reinterpret_cast<const hwy::float16_t*>(row);
-      for (int d = 0; d < hd; d += L) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + d)), df, o + d);
-    } else if constexpr (T == WType::Q8_0) {
-      const hn::Rebind<int8_t, DF> d8;
-      const hn::Rebind<int32_t, DF> di;
-      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row);
-      for (int blk = 0; blk < nb; ++blk) {
-        const auto d = hn::Set(df, kScaled ? ScaleF32(b[blk].d) : 1.0f);
-        for (int j2 = 0; j2 < kQBlock; j2 += L)
-          hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b[blk].qs + j2))), d), df,
-                     o + blk * kQBlock + j2);
-      }
-    } else {  // Q4_0: element j in the low nibble of byte j, element j+16 in the high nibble
-      const hn::Rebind<uint8_t, DF> d8;
-      const hn::Rebind<uint32_t, DF> du;
-      const hn::Rebind<int32_t, DF> di;
-      const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row);
-      const auto mask = hn::Set(di, 0xf);
-      const auto eight = hn::Set(di, 8);
-      for (int blk = 0; blk < nb; ++blk) {
-        const auto d = hn::Set(df, kScaled ? ScaleF32(b[blk].d) : 1.0f);
-        for (int j2 = 0; j2 < kQBlock / 2; j2 += L) {
-          const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b[blk].qs + j2)));
-          const auto lo4 = hn::Sub(hn::And(bytes, mask), eight);
-          const auto hi4 = hn::Sub(hn::ShiftRight<4>(bytes), eight);
-          hn::StoreU(hn::Mul(hn::ConvertTo(df, lo4), d), df, o + blk * kQBlock + j2);
-          hn::StoreU(hn::Mul(hn::ConvertTo(df, hi4), d), df, o + blk * kQBlock + kQBlock / 2 + j2);
-        }
-      }
-    }
+// Codes c.. (a vector's worth) of a Q8_0/Q4_0 row as fp32. Q4_0: element j of a block in the
+// low nibble of byte j, element j + 16 in the high nibble.
+template <WType T>
+HWY_INLINE hn::Vec<DF> CodeVec(DF df, const uint8_t* row, int c) {
+  const int blk = c / kQBlock, off = c % kQBlock;
+  const hn::Rebind<int32_t, DF> di;
+  if constexpr (T == WType::Q8_0) {
+    const hn::Rebind<int8_t, DF> d8;
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const BlockQ8_0*>(row)[blk].qs + off)));
+  } else {
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<uint32_t, DF> du;
+    const int half = kQBlock / 2;
+    const uint8_t* qs = reinterpret_cast<const BlockQ4_0*>(row)[blk].qs;
+    const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, qs + off % half)));
+    const auto code = off < half ? hn::And(bytes, hn::Set(di, 0xf)) : hn::ShiftRight<4>(bytes);
+    return hn::ConvertTo(df, hn::Sub(code, hn::Set(di, 8)));
   }
 }
 
-// A vector of fp32 keys or values read from fp32 (a decoded tile) or straight from an f16 cache:
-// the same values either way, since f16 -> fp32 is exact.
+// Rows [lo, hi) of a tile as fp32 at out[(j - ts) * hd]: vector c.. of row j is vec(df, j, c).
+template <class VecFn>
+HWY_INLINE void DecodeTile(int hd, int ts, int lo, int hi, float* out, const VecFn& vec) {
+  const DF df;
+  const int L = int(hn::Lanes(df));
+  for (int j = lo; j < hi; ++j)
+    for (int c = 0; c < hd; c += L) hn::StoreU(vec(df, j, c), df, out + size_t(j - ts) * hd + c);
+}
+
+// A vector of fp32 keys or values from an f32 or an f16 cache, converted in registers as each
+// group of rows reads it: decoding the tile to fp32 in scratch once, beside the block's queries
+// and accumulators, was slower at every block size tried (1 to 32 positions).
 HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float* p) { return hn::LoadU(df, p); }
 HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
 }
 
-// A Q8_0/Q4_0 cache's rows [from the tile start) as AccumulateSlab reads them: each vector
-// decoded in registers with the operations of DecodeRows, so the same bits.
+// A Q8_0/Q4_0 value cache's rows from the tile's start, as AccumulateSlab reads them.
 template <WType T>
 struct QuantRows {
   const uint8_t* base;
   size_t rb;
 };
 
-// Values c.. of tile row r as fp32, from a decoded tile, an f16 cache or a quantized one.
+// Values c.. of tile row r as fp32, from an f32, f16, Q8_0 or Q4_0 cache.
 HWY_INLINE hn::Vec<DF> ValueVec(DF df, const float* V, size_t r, int hd, int c) {
   return hn::LoadU(df, V + r * size_t(hd) + size_t(c));
 }
@@ -175,22 +159,8 @@ HWY_INLINE hn::Vec<DF> ValueVec(DF df, const hwy::float16_t* V, size_t r, int hd
 template <WType T>
 HWY_INLINE hn::Vec<DF> ValueVec(DF df, const QuantRows<T>* V, size_t r, int hd, int c) {
   const uint8_t* row = V->base + r * V->rb;
-  const int blk = c / kQBlock, off = c % kQBlock;
-  if constexpr (T == WType::Q8_0) {
-    const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[blk];
-    const hn::Rebind<int8_t, DF> d8;
-    const hn::Rebind<int32_t, DF> di;
-    return hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, b.qs + off))), hn::Set(df, ScaleF32(b.d)));
-  } else {
-    const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[blk];
-    const hn::Rebind<uint8_t, DF> d8;
-    const hn::Rebind<uint32_t, DF> du;
-    const hn::Rebind<int32_t, DF> di;
-    const int half = kQBlock / 2;
-    const auto bytes = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, b.qs + off % half)));
-    const auto code = off < half ? hn::And(bytes, hn::Set(di, 0xf)) : hn::ShiftRight<4>(bytes);
-    return hn::Mul(hn::ConvertTo(df, hn::Sub(code, hn::Set(di, 8))), hn::Set(df, ScaleF32(b.d)));
-  }
+  using Block = std::conditional_t<T == WType::Q8_0, BlockQ8_0, BlockQ4_0>;
+  return hn::Mul(CodeVec<T>(df, row, c), hn::Set(df, ScaleF32(reinterpret_cast<const Block*>(row)[c / kQBlock].d)));
 }
 
 HWY_INLINE float ScalarF32(float x) { return x; }
@@ -255,8 +225,8 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(hn::Vec<DF> a0, hn::Vec<DF> a1, hn::
 // vectors): every dot is one accumulator over head_dim in lane order, then Sum4, the same
 // operations for a given (row, key) whichever rows or keys it is computed beside.
 template <int NR, bool kFull, class KT>
-HWY_INLINE void ScoreQuad(const float* const* q, const KT* const* kr, int nk, int hd, hn::Vec<hn::Full128<float>> vscale,
-                          float* s, int ls) {
+HWY_INLINE void ScoreQuad(const float* const* q, const KT* const* kr, int nk, int hd,
+                          hn::Vec<hn::Full128<float>> vscale, float* s, int ls) {
   const DF df;
   const hn::Full128<float> d4;
   const int L = int(hn::Lanes(df));
@@ -617,7 +587,7 @@ void IntScores(const AttentionArgs& a, const uint8_t* Kb, size_t rb, int i0, int
     return;
   }
 #endif
-  DecodeRows<T, false>(Kb, rb, hd, ts, lo, hi, w.kf.data());
+  DecodeTile(hd, ts, lo, hi, w.kf.data(), [&](DF df, int j, int c) { return CodeVec<T>(df, Kb + size_t(j) * rb, c); });
   for (int i = i0; i < i1; ++i) {
     const int jb = std::max(ts, a.kbeg[i]), je = std::min(te, a.kend[i]);
     if (jb >= je) continue;
@@ -676,8 +646,6 @@ HWY_INLINE PrefetchCursor NextTileCursor(const AttentionArgs& a, const uint8_t* 
   return pf;
 }
 
-constexpr int kDirectRowGroups = 2;
-
 // Softmax states of the rows of positions [i0, i1) x the heads of kv head g over chunk c:
 // cm/cl/cacc[r], r = (i - i0) * group + head within the group. Returns false if no row of the
 // block has a key in the chunk. `cold`: no earlier chunk of this task asked for this one's
@@ -700,17 +668,14 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
   w.cl.assign(size_t(R), 0.0f);
   w.cacc.assign(size_t(R) * hd, 0.0f);
   constexpr bool kIntKeys = T == WType::Q8_0 || T == WType::Q4_0;
-  // A tile read by few row groups (decode, a short verify) is converted in registers as each
-  // group reads it (f16 keys and values, quantized values): decoding it to fp32 first costs a
-  // store and a load per value, more than the conversion it saves the second group. Same
-  // values, same arithmetic, same bits.
+  // Values are converted to fp32 in registers as each group of 4 rows reads them, except Q4_0's
+  // (three more operations per vector than Q8_0's) for blocks of more than two groups: a decode
+  // step reads them in registers, a verify or prefill block decodes each tile once into L1.
   int row_groups = 0;
   for (int i = i0; i < i1; ++i) row_groups += (group + 3) / 4;
-  const bool direct = row_groups <= kDirectRowGroups;
-  if (T != WType::F32) {
-    w.kf.resize(size_t(Tk) * hd);
-    w.vf.resize(size_t(Tk) * hd);
-  }
+  const bool decode_values = T == WType::Q4_0 && row_groups > 2;
+  if (kIntKeys) w.kf.resize(size_t(Tk) * hd);
+  if (decode_values) w.vf.resize(size_t(Tk) * hd);
   if (kIntKeys) {
     w.dkT.resize(size_t(hd / kQBlock) * size_t(Tk + 16));
     w.sall.resize(size_t(R) * size_t(Tk));
@@ -756,20 +721,17 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
                   reinterpret_cast<const float*>(Vb) + size_t(ts) * hd);
     } else if constexpr (kIntKeys) {
       IntScores<T>(a, Kb, rb, i0, i1, ts, lo, hi, Tk, w, pf);
-      if (direct) {
-        const QuantRows<T> vq{Vb + size_t(ts) * rb, rb};
-        update_rows(static_cast<const float*>(nullptr), &vq);
-      } else {
-        DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
+      const QuantRows<T> vq{Vb + size_t(ts) * rb, rb};
+      if (decode_values) {
+        DecodeTile(hd, ts, lo, hi, w.vf.data(),
+                   [&](DF df, int j, int c) { return ValueVec(df, &vq, size_t(j - ts), hd, c); });
         update_rows(static_cast<const float*>(nullptr), w.vf.data());
+      } else {
+        update_rows(static_cast<const float*>(nullptr), &vq);
       }
-    } else if (direct) {
+    } else {
       update_rows(reinterpret_cast<const hwy::float16_t*>(Kb) + size_t(ts) * hd,
                   reinterpret_cast<const hwy::float16_t*>(Vb) + size_t(ts) * hd);
-    } else {
-      DecodeRows<T>(Kb, rb, hd, ts, lo, hi, w.kf.data());
-      DecodeRows<T>(Vb, rb, hd, ts, lo, hi, w.vf.data());
-      update_rows(w.kf.data(), w.vf.data());
     }
     pf.Finish();
   }
