@@ -389,6 +389,7 @@ HWY_INLINE void PrefetchRows(const uint8_t* K, const uint8_t* V, size_t rb, int 
 }
 
 struct Scratch {
+  // kf: a tile's Q8_0/Q4_0 key codes as fp32 (portable path); vf: its Q4_0 values as fp32.
   std::vector<float> kf, vf, s, m, l, acc, cm, cl, cacc;
   // Q8_0/Q4_0 keys: the task's query rows gathered, quantized, and (portable path) their codes
   // as fp32; the tile's key scales by block ([b][key], 16 keys of zero padding); its scores.
@@ -684,7 +685,7 @@ bool ChunkStates(const AttentionArgs& a, int g, int i0, int i1, int c, bool cold
   w.cacc.assign(size_t(R) * hd, 0.0f);
   constexpr bool kIntKeys = T == WType::Q8_0 || T == WType::Q4_0;
   // Values are converted to fp32 in registers as each group of 4 rows reads them, except Q4_0's
-  // (three more operations per vector than Q8_0's) for blocks of more than two groups: a decode
+  // (two more operations per vector than Q8_0's) for blocks of more than two groups: a decode
   // step reads them in registers, a verify or prefill block decodes each tile once into L1.
   int row_groups = 0;
   for (int i = i0; i < i1; ++i) row_groups += (group + 3) / 4;
