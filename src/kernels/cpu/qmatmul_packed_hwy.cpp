@@ -432,7 +432,7 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
   // sequential stream, the second pass finding the set in L2. TileCol walks only 2 of each
   // set's 4 groups at a time, a strided stream that left K=8 memory-bound at twice its bound.
   // `dflash bench --shape qwen2.5-0.5b qwen3-1.7b --weights q8 q4 --prompt-tokens 64
-  // --gen-tokens 16`, this against TileCol in ABBA order (2 pairs): K=8 0.89-0.95x the time.
+  // --gen-tokens 16`, this against TileCol in ABBA order (2 pairs): K=8 0.88-0.95x the time.
   if (M == 7 || M == 8) {
     for (int64_t g = g0; g < g1; g += 4) {
       Tile<T, 4, 4>(p, 0, g, true);
