@@ -6,9 +6,10 @@
 // AVX3_DL; maddubs + madd on AVX2), summed exactly in int32 lanes that start at the
 // weights' offset times the block's activation sum (Q4_0: -8 xs, Q8_0: -128 xs, since the
 // packed bytes are unsigned). Then one convert and one fma per 16 outputs and block.
-//   - Decode and batches up to 8 rows (Tile): up to 3 rows x 4 groups of accumulators in
-//     registers, the 4 groups read as one sequential stream with software prefetch; 4-5 rows
-//     in one pass, their fp32 sums in L1; 6-8 rows in two passes, the second from L2.
+//   - Decode and batches up to 8 rows, 16 for Q8_0 (Tile): up to 3 rows x 4 groups of
+//     accumulators in registers, the 4 groups read as one sequential stream with software
+//     prefetch; 4-5 rows in one pass, their fp32 sums in L1; more in passes of 3-4 rows, the
+//     later ones from L2.
 //   - Larger batches (TileCol): one block of 2 groups decoded into registers once, then
 //     every row of a chunk of 64 goes through it, its accumulators in L1. Bound by the dot
 //     products: `dflash bench` prints their rate on weights in cache and the bound it implies.
@@ -195,7 +196,7 @@ HWY_NOINLINE void Tile(const PackedArgs& p, int m0, int64_t g0, bool stream) {
   }
 }
 
-// Batches (M >= 9; smaller ones go through Tile): the weights of NG groups for one block are decoded once into registers
+// Batches (M >= 9, Q8_0 M >= 17; smaller ones go through Tile): the weights of NG groups for one block are decoded once into registers
 // and every row of [m0, m1) goes through them, so a batch costs one read and one decode of
 // the weights whatever its size. The rows' fp32 accumulators do not fit in registers and
 // live in L1; each is still one fma chain in block order.
@@ -428,17 +429,20 @@ void PackedRange(const QuantActs& a, int M, const WeightMatrix& w, float* y, int
     }
     return;
   }
-  // 7-8 rows (a verify of a block of 8, DFlash's common size): 4 + 3-4 rows over the
-  // sequential stream, the second pass finding the set in L2. TileCol walks only 2 of each
-  // set's 4 groups at a time, a strided stream that left K=8 memory-bound at twice its bound.
-  // `dflash bench --shape qwen2.5-0.5b qwen3-1.7b --weights q8 q4 --prompt-tokens 64
-  // --gen-tokens 16`, this against TileCol in ABBA order (2 pairs): K=8 0.88-0.95x the time.
-  if (M == 7 || M == 8) {
-    for (int64_t g = g0; g < g1; g += 4) {
-      Tile<T, 4, 4>(p, 0, g, true);
-      if (M == 8) Tile<T, 4, 4>(p, 4, g, false);
-      else Tile<T, 3, 4>(p, 4, g, false);
-    }
+  // 7-8 rows (a verify of a block of 8, DFlash's common size), and for Q8_0 up to 16: passes
+  // of 4 rows over the sequential stream, the later ones finding the set in L2. TileCol walks
+  // only 2 of each set's 4 groups at a time, a strided stream that left K=8 memory-bound at
+  // twice its bound. `dflash bench --shape qwen2.5-0.5b qwen3-1.7b --weights q8 q4
+  // --prompt-tokens 64 --gen-tokens 16` in ABBA order (2 pairs each), against TileCol: K=8
+  // 0.88-0.95x the time; K=16 0.93-0.95x for Q8_0, 0.99-1.12x for Q4_0 (whose nibbles each pass
+  // decodes again), which stays on TileCol beyond 8 rows.
+  if (M >= 7 && M <= (T == WType::Q8_0 ? 16 : 8)) {
+    for (int64_t g = g0; g < g1; g += 4)
+      for (int m = 0; m < M; m += 4) {
+        const int mr = std::min(4, M - m);
+        if (mr == 4) Tile<T, 4, 4>(p, m, g, m == 0);
+        else TileRows<T, 4>(p, m, mr, g, false);
+      }
     return;
   }
 #endif

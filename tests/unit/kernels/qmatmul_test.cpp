@@ -338,14 +338,14 @@ TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
     hwy::SetSupportedTargetsForTest(bit);
     tried.insert(qmatmul_target_name());
     for (WType t : kIntTypes) {
-      const int K = t == WType::Q4_K || t == WType::Q6_K ? 512 : 288, N = 41, M = 9;
+      const int K = t == WType::Q4_K || t == WType::Q6_K ? 512 : 288, N = 41, M = 17;
       auto wf = randn(size_t(N) * K, 50);
       const WeightMatrix w0 = make_weight_matrix(wf.data(), N, K, t);
       auto x = randn(size_t(M) * K, 51);
       std::vector<float> yr(size_t(M) * N), yf(yr.size());
       ref::matmul(x.data(), M, w0, yr.data());
       for (const WeightMatrix& w : layouts(w0))
-        for (int Mi : {1, 2, 3, 4, 5, 7, 8, M}) {  // decode tile, small-batch tiles, 4 + 3-4 rows, strip tile
+        for (int Mi : {1, 2, 3, 4, 5, 7, 8, 9, 16, M}) {  // decode and small-batch tiles, passes of 4 rows, strip tile
           std::fill(yf.begin(), yf.end(), std::nanf(""));  // no row may pass on an earlier call's output
           matmul(x.data(), Mi, w, yf.data(), nullptr);
           ASSERT_EQ(0, std::memcmp(yr.data(), yf.data(), size_t(Mi) * N * sizeof(float)))
