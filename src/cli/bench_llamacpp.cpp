@@ -230,6 +230,7 @@ nlohmann::json measure(const std::string& root, const std::string& label, const 
           {"rounds", rounds},
           {"per_round", per_round},
           {"weight_gb_per_token", r.weight_gb},
+          {"kv_gb_per_token", r.kv_gb},
           {"bandwidth_gb_s", bw / 1e9},
           {"bound_ms", bd},
           {"dflash", d},

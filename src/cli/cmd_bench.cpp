@@ -128,16 +128,21 @@ Row bench_one(const std::string& label, const Transformer& m, int prompt_tokens,
   r.prefill_tok_s = gen.timings().prefill_tok_s();
   r.decode_tok_s = gen.timings().decode_tok_s();
   r.weight_gb = double(m.weight_bytes()) / 1e9;
+  const ModelConfig& c = m.config();
+  const double kv_per_pos = 2.0 * c.n_layers * c.n_kv_heads * double(row_bytes(m.cache_type(), c.head_dim));
+  r.kv_gb = kv_per_pos * (prompt_tokens + gen_tokens / 2.0) / 1e9;
   r.roof = r.roof_against(bw);
   r.bandwidth = bw;
-  r.forward_s = forward_curve(m, pool, std::min(prompt_tokens, 128));
+  const int curve_ctx = std::min(prompt_tokens, 128);
+  r.forward_s = forward_curve(m, pool, curve_ctx);
   // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short
   // context is small next to them).
   const WType wt = m.weight_type();
   const double bytes_per_weight = double(row_bytes(wt, 256)) / 256.0;
   const double macs = double(m.weight_bytes()) / bytes_per_weight;
   for (int K : kCurveK)
-    r.bound_s.push_back(std::max(double(m.weight_bytes()) / bw, int8_rate > 0 ? macs * K / int8_rate : 0.0));
+    r.bound_s.push_back(std::max((double(m.weight_bytes()) + kv_per_pos * (curve_ctx + K)) / bw,
+                                 int8_rate > 0 ? macs * K / int8_rate : 0.0));
   const int64_t rss = peak_rss_bytes();
   r.peak_rss_mb = rss < 0 ? -1 : double(rss) / (1 << 20);
   return r;
@@ -277,18 +282,19 @@ void add_bench_command(CLI::App& app) {
         const WType wt = parse_wtype(r.weights);
         j.push_back({{"model", r.model}, {"weights", r.weights}, {"threads", pool.size()},
                      {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
-                     {"weight_gb_per_token", r.weight_gb}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"roof_fraction", r.roof},
+                     {"weight_gb_per_token", r.weight_gb}, {"kv_gb_per_token", r.kv_gb}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"roof_fraction", r.roof},
                      {"int8_gmac_s", rate.count(wt) ? rate[wt] / 1e9 : 0.0},
                      {"forward_ms", fw}, {"bound_ms", bd}, {"peak_rss_mb", r.peak_rss_mb}});
       }
       std::puts(j.dump(2).c_str());
       return;
     }
-    std::printf("%-14s %-6s %12s %12s %10s %8s %6s %13s\n", "model", "format", "prefill t/s", "decode t/s", "GB/token",
-                "roof", "GB/s", "peak RSS MiB");
+    std::printf("%-14s %-6s %12s %12s %10s %10s %8s %6s %13s\n", "model", "format", "prefill t/s", "decode t/s",
+                "GB/token", "KV GB/tok", "roof", "GB/s", "peak RSS MiB");
     for (auto& r : rows)
-      std::printf("%-14s %-6s %12.1f %12.2f %10.3f %7.0f%% %6.1f %13.0f\n", r.model.c_str(), r.weights.c_str(),
-                  r.prefill_tok_s, r.decode_tok_s, r.weight_gb, r.roof * 100, r.bandwidth / 1e9, r.peak_rss_mb);
+      std::printf("%-14s %-6s %12.1f %12.2f %10.3f %10.3f %7.0f%% %6.1f %13.0f\n", r.model.c_str(), r.weights.c_str(),
+                  r.prefill_tok_s, r.decode_tok_s, r.weight_gb, r.kv_gb, r.roof * 100, r.bandwidth / 1e9,
+                  r.peak_rss_mb);
     std::printf("\nforward of K tokens: ms (x K=1) | physical bound ms (x K=1 bound)\n%-14s %-6s", "model", "format");
     for (int K : kCurveK) std::printf(" %21s", ("K=" + std::to_string(K)).c_str());
     std::printf("\n");

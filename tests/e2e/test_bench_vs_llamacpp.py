@@ -7,7 +7,8 @@ twice, in turn, and keeps each engine's best. Checked on the JSON it writes (--j
 one row per quantization with the fields the issue names; both engines measured every batch
 size; each kept figure is the best of that engine's per-round figures (largest tok/s); the
 ratios are dflash / llama.cpp of the kept figures; the roof fraction is the kept decode rate
-times the bytes per token over the bandwidth (the best measured), and each round also records
+times the bytes per token (weights, and the f16 KV cache read up to each decoded position, on
+average) over the bandwidth (the best measured), and each round also records
 its own bandwidth measurement and its decode's fraction of it; the SVG is written beside the
 JSON.
 """
@@ -21,6 +22,10 @@ from harness import BIN, check, finish  # noqa: E402
 
 KS = ["1", "2", "4", "5", "8", "16", "32"]
 ROUNDS = 2
+PROMPT, GEN = 32, 16
+# The tiny shape (src/cli/cmd_bench.cpp): 2 layers, 2 kv heads of 64; an f16 cache holds a key
+# and a value row of 64 x 2 bytes per kv head, layer and position.
+KV_BYTES_PER_POS = 2 * 2 * 2 * 64 * 2
 
 
 def close(a, b, rel=1e-6):
@@ -29,8 +34,8 @@ def close(a, b, rel=1e-6):
 
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "vs.json")
-    r = subprocess.run([BIN, "bench", "--vs-llamacpp", "--shape", "tiny", "--threads", "2", "--prompt-tokens", "32",
-                        "--gen-tokens", "16", "--rounds", str(ROUNDS), "--json-out", out],
+    r = subprocess.run([BIN, "bench", "--vs-llamacpp", "--shape", "tiny", "--threads", "2", "--prompt-tokens", str(PROMPT),
+                        "--gen-tokens", str(GEN), "--rounds", str(ROUNDS), "--json-out", out],
                        capture_output=True, text=True, timeout=900, env=dict(os.environ, TMPDIR=tmp))
     if not check("bench --vs-llamacpp --rounds %d exits 0" % ROUNDS, r.returncode == 0, r.stderr[-3000:]):
         finish()
@@ -59,14 +64,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check(q + ": forward ratio per batch size = dflash / llama.cpp",
               all(close(row["ratio"]["forward_ms"][k], d["forward_ms"][k] / l["forward_ms"][k]) for k in KS),
               json.dumps(row["ratio"]["forward_ms"]))
-        roof = d["tg128_tok_s"] * row["weight_gb_per_token"] / row["bandwidth_gb_s"]
+        kv = KV_BYTES_PER_POS * (PROMPT + GEN / 2) / 1e9
+        check(q + ": KV bytes per token = the f16 cache read at the average decoded position",
+              close(row.get("kv_gb_per_token", -1), kv), "%s vs %s" % (row.get("kv_gb_per_token"), kv))
+        gb = row["weight_gb_per_token"] + kv
+        roof = d["tg128_tok_s"] * gb / row["bandwidth_gb_s"]
         check(q + ": roof fraction = decode x bytes per token / bandwidth", close(d["roof_fraction"], roof, 1e-3),
               "%s vs %s" % (d["roof_fraction"], roof))
         for i, x in enumerate(per):
             bw = x.get("bandwidth_gb_s", 0)
             check("%s round %d: its own bandwidth measurement, at most the best" % (q, i + 1),
                   0 < bw <= row["bandwidth_gb_s"] * (1 + 1e-9), "%s vs best %s" % (bw, row["bandwidth_gb_s"]))
-            own = x["dflash"]["tg128_tok_s"] * row["weight_gb_per_token"] / bw if bw > 0 else float("nan")
+            own = x["dflash"]["tg128_tok_s"] * gb / bw if bw > 0 else float("nan")
             check("%s round %d: roof fraction against that measurement" % (q, i + 1),
                   close(x["dflash"].get("roof_fraction", -1), own, 1e-3), "%s vs %s" % (x["dflash"], own))
         check(q + ": a bound for every batch size", all(row["bound_ms"][k] > 0 for k in KS), json.dumps(row["bound_ms"]))
