@@ -64,10 +64,14 @@ void rope_neox(float* x, int rows, int n_heads, int head_dim, const float* cos, 
 // out[i] = silu(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = f32_to_f16(x[i]) (numeric.h), bit for bit.
+void f32_to_f16_row(const float* x, int64_t n, uint16_t* out);
+
 namespace ref {
 void matmul(const float* x, int M, const WeightMatrix& w, float* y);
 void attention(const AttentionArgs& a);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+void f32_to_f16_row(const float* x, int64_t n, uint16_t* out);
 }  // namespace ref
 
 // Which SIMD target the fast kernels dispatched to on this machine (for bench output).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kernels.h"
 #include "kernels/numeric.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -163,9 +164,7 @@ static void quantize_row_q6_k(const float* x, int64_t n, BlockQ6_K* out) {
 void quantize_row(const float* s, int64_t cols, WType type, uint8_t* d) {
   switch (type) {
     case WType::F32: std::memcpy(d, s, size_t(cols) * 4); break;
-    case WType::F16:
-      for (int64_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(d)[i] = f32_to_f16(s[i]);
-      break;
+    case WType::F16: f32_to_f16_row(s, cols, reinterpret_cast<uint16_t*>(d)); break;
     case WType::BF16:
       for (int64_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(d)[i] = f32_to_bf16(s[i]);
       break;

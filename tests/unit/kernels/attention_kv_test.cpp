@@ -3,17 +3,16 @@
 // output does not depend on the rows computed beside it, on the thread count, or on whether
 // its keys were split across threads.
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "simd_targets.h"
 
 using namespace dflash;
 
@@ -148,12 +147,7 @@ TEST(AttentionKV, RowResultDoesNotDependOnBatchThreadsOrSplit) {
 // size that is not a multiple of 64.
 TEST(AttentionKV, EverySimdTargetOfThisCpuMatchesTheReference) {
   ThreadPool pool2(2);
-  const int64_t supported = hwy::SupportedTargets();
-  std::set<std::string> tried;
-  for (int64_t bit = 1; bit != 0 && bit <= supported; bit <<= 1) {
-    if (!(supported & bit)) continue;
-    hwy::SetSupportedTargetsForTest(bit);
-    tried.insert(hwy::TargetName(bit));
+  const auto tried = test::for_each_simd_target([&](const std::string& target) {
     for (WType t : {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0})
       for (int group : {1, 7})
         for (int hd : {64, 96, 128})
@@ -166,13 +160,10 @@ TEST(AttentionKV, EverySimdTargetOfThisCpuMatchesTheReference) {
             ref::attention(s.args(c, orf.data()));
             double worst = 0;
             for (size_t i = 0; i < n; ++i) worst = std::max(worst, double(std::fabs(of[i] - orf[i])));
-            ASSERT_LT(worst, 4e-6) << name(c) << " on " << hwy::TargetName(bit);
+            ASSERT_LT(worst, 4e-6) << name(c) << " on " << target;
           }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  std::string names;
-  for (const auto& n : tried) names += n + " ";
-  std::printf("attention checked on: %s\n", names.c_str());
+  });
+  std::printf("attention checked on: %s\n", test::joined(tried).c_str());
   EXPECT_GE(tried.size(), 1u);
 }
 

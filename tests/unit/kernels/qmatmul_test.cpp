@@ -4,20 +4,19 @@
 // as GGUF defines them, and the integer path stays within the activation-quantization error
 // of fp32 x dequantized weights.
 #include <gtest/gtest.h>
-#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
 #include "kernels/numeric.h"
+#include "simd_targets.h"
 
 using namespace dflash;
 
@@ -331,12 +330,7 @@ TEST(KQuants, QuantizeRoundTripWithinStep) {
 TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
   // The dispatcher picks one target; force each one this CPU can run (AVX3_DL's VNNI, AVX2's
   // maddubs, the portable code of SSE4 and below) so every integer path is checked.
-  const int64_t supported = hwy::SupportedTargets();
-  std::set<std::string> tried;
-  for (int64_t bit = 1; bit != 0 && bit <= supported; bit <<= 1) {
-    if (!(supported & bit)) continue;
-    hwy::SetSupportedTargetsForTest(bit);
-    tried.insert(qmatmul_target_name());
+  const auto tried = test::for_each_simd_target([&](const std::string&) {
     for (WType t : kIntTypes) {
       const int K = t == WType::Q4_K || t == WType::Q6_K ? 512 : 288, N = 41, M = 17;
       auto wf = randn(size_t(N) * K, 50);
@@ -356,10 +350,8 @@ TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
       ref::quantize_acts(x.data(), M, K, r);
       ASSERT_EQ(f.q, r.q) << qmatmul_target_name();
     }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  std::string names;
-  for (const auto& n : tried) names += n + " ";
+  });
+  const std::string names = test::joined(tried);
   std::printf("int8 matmul checked on: %s\n", names.c_str());
 #if defined(__x86_64__)
   EXPECT_GE(tried.size(), 2u) << names;  // at least SSE4 and AVX2 on any x86-64 that runs AVX2
