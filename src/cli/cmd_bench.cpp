@@ -282,7 +282,8 @@ void add_bench_command(CLI::App& app) {
         const WType wt = parse_wtype(r.weights);
         j.push_back({{"model", r.model}, {"weights", r.weights}, {"threads", pool.size()},
                      {"prefill_tok_s", r.prefill_tok_s}, {"decode_tok_s", r.decode_tok_s},
-                     {"weight_gb_per_token", r.weight_gb}, {"kv_gb_per_token", r.kv_gb}, {"bandwidth_gb_s", r.bandwidth / 1e9}, {"roof_fraction", r.roof},
+                     {"weight_gb_per_token", r.weight_gb}, {"kv_gb_per_token", r.kv_gb},
+                     {"bandwidth_gb_s", r.bandwidth / 1e9}, {"roof_fraction", r.roof},
                      {"int8_gmac_s", rate.count(wt) ? rate[wt] / 1e9 : 0.0},
                      {"forward_ms", fw}, {"bound_ms", bd}, {"peak_rss_mb", r.peak_rss_mb}});
       }
