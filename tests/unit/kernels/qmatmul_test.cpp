@@ -330,7 +330,9 @@ TEST(KQuants, QuantizeRoundTripWithinStep) {
 TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
   // The dispatcher picks one target; force each one this CPU can run (AVX3_DL's VNNI, AVX2's
   // maddubs, the portable code of SSE4 and below) so every integer path is checked.
-  const auto tried = test::for_each_simd_target([&](const std::string&) {
+  std::vector<std::string> tried;  // the kernels' own names: "SDOT+NEON" where SDOT takes the packed layout
+  test::for_each_simd_target([&](const std::string&) {
+    tried.push_back(qmatmul_target_name());
     for (WType t : kIntTypes) {
       const int K = t == WType::Q4_K || t == WType::Q6_K ? 512 : 288, N = 41, M = 17;
       auto wf = randn(size_t(N) * K, 50);
