@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -330,9 +331,9 @@ TEST(KQuants, QuantizeRoundTripWithinStep) {
 TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
   // The dispatcher picks one target; force each one this CPU can run (AVX3_DL's VNNI, AVX2's
   // maddubs, the portable code of SSE4 and below) so every integer path is checked.
-  std::vector<std::string> tried;  // the kernels' own names: "SDOT+NEON" where SDOT takes the packed layout
+  std::set<std::string> tried;  // the kernels' own distinct names: "SDOT+NEON" where SDOT takes the packed layout
   test::for_each_simd_target([&](const std::string&) {
-    tried.push_back(qmatmul_target_name());
+    tried.insert(qmatmul_target_name());
     for (WType t : kIntTypes) {
       const int K = t == WType::Q4_K || t == WType::Q6_K ? 512 : 288, N = 41, M = 17;
       auto wf = randn(size_t(N) * K, 50);
@@ -353,7 +354,8 @@ TEST(QMatmul, EverySimdTargetOfThisCpuGivesTheReferenceBits) {
       ASSERT_EQ(f.q, r.q) << qmatmul_target_name();
     }
   });
-  const std::string names = test::joined(tried);
+  std::string names;
+  for (const auto& n : tried) names += n + " ";
   std::printf("int8 matmul checked on: %s\n", names.c_str());
 #if defined(__x86_64__)
   EXPECT_GE(tried.size(), 2u) << names;  // at least SSE4 and AVX2 on any x86-64 that runs AVX2
