@@ -8,6 +8,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libhwy-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
   libgtest-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev
   python3-torch python3-numpy python3-jinja2 libopenblas0-pthread
   chromium
 )
