@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds="${2:?--seconds needs a number}"; shift 2 ;;
     --seconds=*) seconds="${1#*=}"; shift ;;
     --smoke) smoke=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) [ -n "${MAX_LEN[$1]:-}" ] || { echo "fuzz.sh: unknown target '$1' (known: ${ALL_TARGETS[*]})" >&2; exit 2; }
        targets+=("$1"); shift ;;
@@ -94,14 +94,26 @@ for t in "${targets[@]}"; do
   [ "$smoke" = 1 ] && opts+=(-seed=1)
   echo "== fuzz_$t: ${seconds} s ($log)"
   set +e
-  "$BUILD/fuzz_$t" "${opts[@]}" "$corpus_root/$t" >"$log" 2>&1
+  # In the background to know its pid; a background job ignores Ctrl-C, so pass it on as TERM.
+  "$BUILD/fuzz_$t" "${opts[@]}" "$corpus_root/$t" >"$log" 2>&1 &
+  pid=$!
+  # A harness that crashed leaves its scratch file (fuzz/fuzz_input.h) behind.
+  scratch=("/dev/shm/dflash-fuzz-$pid.bin" "/tmp/dflash-fuzz-$pid.bin")
+  trap 'kill -TERM "$pid" 2>/dev/null; wait "$pid"; rm -f "${scratch[@]}"; exit 130' INT TERM
+  wait "$pid"
   rc=$?
+  trap - INT TERM
   set -e
+  rm -f "${scratch[@]}"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]\+' "$log" | tail -1 | tr -d '#')
   [ -n "$execs" ] || execs=0
   corpus_n=$(find "$corpus_root/$t" -type f | wc -l)
   kind=""
+  if grep -q 'libFuzzer: run interrupted' "$log"; then
+    echo "fuzz.sh: fuzz_$t was interrupted (after $execs executions)" >&2
+    exit 130
+  fi
   if grep -q 'ERROR: libFuzzer: timeout' "$log"; then kind="TIMEOUT"
   elif grep -q 'ERROR: LeakSanitizer' "$log"; then kind="LEAK"
   elif grep -q -e 'ERROR: libFuzzer: out-of-memory' -e 'ERROR: libFuzzer: malloc' "$log"; then kind="OUT-OF-MEMORY"
