@@ -84,15 +84,22 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
         throw file_error(path, "truncated: tensor '" + name + "' data offset " +
                                    std::to_string(off[1]) + " is past the end of the data (" +
                                    std::to_string(data_size) + " bytes)");
-      for (int64_t d : t.shape)
-        if (d < 0 || d > (int64_t(1) << 40)) throw file_error(path, "tensor '" + name + "': absurd shape");
-      size_t esize = any_dtype_size(t.dtype_str);
+      // The element count and byte size must fit 64 bits before they are compared with the
+      // byte range: [2^32, 2^32] multiplies to 0 in 64-bit arithmetic and matched an empty one.
+      const size_t esize = any_dtype_size(t.dtype_str);
       if (esize == 0)
         throw file_error(path, "tensor '" + name + "': unknown dtype '" + t.dtype_str + "'");
-      if (uint64_t(t.numel()) * esize != off[1] - off[0])
+      uint64_t bytes = esize;
+      for (int64_t d : t.shape) {
+        if (d < 0 || d > (int64_t(1) << 40)) throw file_error(path, "tensor '" + name + "': absurd shape");
+        if (d != 0 && bytes > (uint64_t(1) << 62) / uint64_t(d))
+          throw file_error(path, "tensor '" + name + "': shape has more elements than any file can hold");
+        bytes *= uint64_t(d);
+      }
+      if (bytes != off[1] - off[0])
         throw file_error(path, "tensor '" + name + "': byte range " + std::to_string(off[1] - off[0]) +
                                    " does not match shape and dtype (" +
-                                   std::to_string(uint64_t(t.numel()) * esize) + " bytes)");
+                                   std::to_string(bytes) + " bytes)");
       t.data = base + off[0];
       t.nbytes = off[1] - off[0];
       ranges.emplace_back(off[0], off[1]);
