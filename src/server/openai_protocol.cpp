@@ -5,6 +5,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/json_body.h"
 
 namespace dflash::server {
 
@@ -140,6 +141,26 @@ std::vector<std::string> parse_stop(const ojson& b) {
   return out;
 }
 
+ApiError unsupported(const char* param, const std::string& what) {
+  return ApiError(400, what + " is not supported yet", "invalid_request_error", param, "unsupported_parameter");
+}
+
+// Fields this server does not implement yet are refused when they would change the answer,
+// instead of being ignored with a 200 the client would trust. Their neutral values pass.
+void refuse_unimplemented(const ojson& b) {
+  if (present(b, "logprobs")) {
+    const ojson& v = b["logprobs"];
+    const bool off = (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v.get<double>() == 0);
+    if (!off) throw unsupported("logprobs", "'logprobs'");
+  }
+  if (present(b, "top_logprobs") && !(b["top_logprobs"].is_number() && b["top_logprobs"].get<double>() == 0))
+    throw unsupported("top_logprobs", "'top_logprobs'");
+  if (present(b, "logit_bias") && !(b["logit_bias"].is_object() && b["logit_bias"].empty()))
+    throw unsupported("logit_bias", "'logit_bias'");
+  if (present(b, "tool_choice") && b["tool_choice"] != "auto")
+    throw unsupported("tool_choice", "'tool_choice' other than \"auto\" (the model decides from the template's tools)");
+}
+
 // Fields both endpoints share.
 void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r) {
   if (present(b, "model")) {
@@ -165,6 +186,7 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
       throw ApiError(400, "response_format (JSON mode, JSON schema) is not supported yet; only {\"type\": \"text\"}",
                      "invalid_request_error", "response_format", "unsupported_parameter");
   }
+  refuse_unimplemented(b);
   SamplingParams& s = r.sampling;
   s = defaults;
   if (auto v = get_number(b, "temperature", 0, 100)) s.temperature = float(*v);
@@ -194,16 +216,7 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
 }  // namespace
 
 ojson parse_body(const std::string& body) {
-  ojson j;
-  try {
-    j = ojson::parse(body);
-  } catch (const ojson::parse_error& e) {
-    const std::string what = e.what();
-    if (what.find("UTF-8") != std::string::npos || what.find("utf-8") != std::string::npos)
-      throw ApiError(400, "the request body is not valid UTF-8", "invalid_request_error", "", "invalid_utf8");
-    throw ApiError(400, std::string("malformed JSON in the request body: ") + e.what(), "invalid_request_error", "",
-                   "invalid_json");
-  }
+  ojson j = parse_json_body(body);
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object", "invalid_request_error", "", "invalid_json");
   return j;
 }
