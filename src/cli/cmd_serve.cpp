@@ -120,6 +120,20 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--max-body", s.max_body, "Largest request body in bytes (then 413)")
       ->check(CLI::Range(size_t(1024), size_t(1) << 34))
       ->capture_default_str();
+  sub->add_option("--header-timeout", s.limits.header_timeout_s, "Seconds a request's headers may take to arrive (then 408)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  sub->add_option("--body-timeout", s.limits.body_timeout_s, "Seconds a request's body may take after its headers (then 408)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  sub->add_option("--max-conns-per-client", s.limits.max_per_client,
+                  "Open connections one client address may hold (then 503; 0: no limit)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  sub->add_option("--max-connections", s.limits.max_connections,
+                  "Connections served at once, one thread each (later ones wait for a thread)")
+      ->check(CLI::Range(4, 1 << 16))
+      ->capture_default_str();
   sub->callback([o] { run_serve(*o); });
 }
 

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "server/elastic_pool.h"
 #include "server/server_impl.h"
 #include "server/web/web_assets.h"
 #include "util/error.h"
@@ -65,15 +66,23 @@ const char* error_type(int status) {
 
 }  // namespace
 
+namespace {
+ConnectionLimits limits_of(const ServerOptions& opt) {
+  ConnectionLimits l = opt.limits;
+  l.max_body = opt.max_body;
+  return l;
+}
+}  // namespace
+
 HttpServer::HttpServer(const ServerOptions& opt)
-    : opt_(opt), queue_(opt.queue_size), log_(opt.log_format == "json") {
+    : opt_(opt), svr_(limits_of(opt)), queue_(opt.queue_size), log_(opt.log_format == "json") {
   folder_name_ = folder_name(opt.engine.model_dir);
   model_name_ = opt.alias.empty() ? folder_name_ : opt.alias;
   started_ = (long long)std::time(nullptr);
-  // Every admitted request holds a thread while it waits for its turn; the spares keep
-  // /health, /metrics and the page answering while the queue is full.
-  const size_t threads = size_t(opt.queue_size) + 1 + 8;
-  svr_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // A thread per open connection (see connection_guard.h): a request waiting for its turn,
+  // an idle keep-alive or a slow socket never keeps /health or another client waiting.
+  const int max_connections = opt.limits.max_connections;
+  svr_.new_task_queue = [max_connections] { return new ElasticPool(max_connections); };
   svr_.set_payload_max_length(opt.max_body);
   // httplib's default SO_REUSEPORT would let a second server share the port silently;
   // SO_REUSEADDR alone still allows a quick restart.
@@ -102,7 +111,10 @@ bool HttpServer::authorized(const httplib::Request& req) const {
 
 void HttpServer::install_guards() {
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Called once the headers are in and before the body is read.
+    if (Connection* c = Connection::current()) c->headers_done();
     res.set_header("Access-Control-Allow-Origin", "*");
+    if (refuse_body(req, res)) return httplib::Server::HandlerResponse::Handled;
     if (req.method == "OPTIONS") {
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
@@ -116,9 +128,27 @@ void HttpServer::install_guards() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  // A client that asks before sending its body learns at once when the body would be refused.
+  svr_.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return refuse_body(req, res) ? res.status : 100;
+  });
   // Called for every answer with status >= 400: errors httplib raises itself (404, 413, bad
   // HTTP) get the OpenAI shape too, and every error is counted and logged once.
   svr_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (Connection* c = Connection::current(); c && c->timed_out()) {
+      // httplib saw a read fail and says 400; the reason was the request's deadline.
+      res.status = 408;
+      res.body.clear();
+      const bool body = std::string(c->timed_out_phase()) == "body";
+      send_json(res, 408, error_body(std::string("the request's ") + c->timed_out_phase() + " did not arrive within " +
+                                         std::to_string(body ? opt_.limits.body_timeout_s : opt_.limits.header_timeout_s) +
+                                         (body ? " s (--body-timeout)" : " s (--header-timeout)"),
+                                     "invalid_request_error", "", "request_timeout"));
+    }
+    if (Connection* c = Connection::current(); c && c->over_budget()) {
+      res.status = 413;
+      res.body.clear();
+    }
     if (res.body.empty()) {
       send_json(res, res.status,
                 error_body(default_message(res.status, req, opt_.max_body), error_type(res.status), "",
@@ -146,6 +176,42 @@ void HttpServer::install_guards() {
     }
     send_error(res, ApiError(500, what, "server_error"));
   });
+}
+
+// A body that will not be read is refused from its headers alone, before any byte of it is
+// waited for (httplib would read and discard a too-large one first, up to its read timeout).
+// The unread body makes the connection unusable, so it closes after the answer.
+bool HttpServer::refuse_body(const httplib::Request& req, httplib::Response& res) {
+  if (!req.has_header("Content-Length")) return false;
+  const std::string v = req.get_header_value("Content-Length");
+  std::string why;
+  int status = 400;
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
+    why = "invalid Content-Length '" + v.substr(0, 40) + "'";
+  } else if (std::stoull(v) > opt_.max_body) {
+    status = 413;
+  } else {
+    return false;
+  }
+  if (Connection* c = Connection::current()) c->close_after_response();
+  res.set_header("Connection", "close");
+  if (status == 413)
+    send_error(res, ApiError(413, default_message(413, req, opt_.max_body), "invalid_request_error", "", "payload_too_large"));
+  else
+    send_error(res, ApiError(400, why, "invalid_request_error", "", "invalid_content_length"));
+  return true;
+}
+
+Gauges HttpServer::gauges() const {
+  const ConnectionCounts c = svr_.counts();
+  Gauges g;
+  g.queue_depth = queue_.waiting();
+  g.running = queue_.running();
+  g.ready = engine() != nullptr;
+  g.open_connections = c.open;
+  g.refused_connections = c.refused;
+  g.timed_out_requests = c.timed_out;
+  return g;
 }
 
 Engine& HttpServer::ready_engine() const {
@@ -216,11 +282,11 @@ void HttpServer::install_routes() {
     else send_json(res, 503, {{"status", load_failed_ ? "error" : "loading"}});
   });
   svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.prometheus(queue_.waiting(), queue_.running(), engine() != nullptr),
+    res.set_content(metrics_.prometheus(gauges()),
                     "text/plain; version=0.0.4");
   });
   svr_.Get("/v1/stats", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, metrics_.stats(queue_.waiting(), queue_.running(), engine() != nullptr));
+    send_json(res, 200, metrics_.stats(gauges()));
   });
   for (const char* p : {"/v1/models", "/models"})
     svr_.Get(p, [this](const httplib::Request&, httplib::Response& res) { handle_models(res); });
@@ -246,6 +312,7 @@ int HttpServer::run() {
   } else if (!svr_.bind_to_port(opt_.host, port)) {
     throw Error("cannot listen on " + opt_.host + ":" + std::to_string(port) + " (in use, or not an address here?)");
   }
+  svr_.widen_backlog();
   std::fprintf(stderr, "dflash serve: listening on http://%s:%d (loading %s)\n", opt_.host.c_str(), port,
                opt_.engine.model_dir.c_str());
   std::fflush(stderr);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "decoding/sampler.h"
+#include "server/connection_guard.h"
 #include "server/engine.h"
 
 namespace dflash::server {
@@ -19,6 +20,7 @@ struct ServerOptions {
   std::string log_format = "text";   // text | json
   size_t max_body = 8u << 20;        // bytes
   int think_cap = 12000;             // 0: none
+  ConnectionLimits limits;           // deadlines and connection caps (max_body is set from above)
   SamplingParams defaults;           // for fields a request leaves out
   EngineOptions engine;
   std::function<LoadedModels()> load;  // runs on the loader thread

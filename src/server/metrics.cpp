@@ -51,18 +51,23 @@ void Metrics::record_rejected() {
   ++rejected_;
 }
 
+void Metrics::record_left_in_queue() {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++left_in_queue_;
+}
+
 namespace {
 void metric(std::ostringstream& o, const char* name, const char* type, const char* help, double v) {
   o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << v << '\n';
 }
 }  // namespace
 
-std::string Metrics::prometheus(int queue_depth, bool running, bool ready) const {
+std::string Metrics::prometheus(const Gauges& g) const {
   std::lock_guard<std::mutex> lk(mu_);
   const MemoryUse mem = memory_use();
   std::ostringstream o;
   o.precision(10);
-  metric(o, "dflash_ready", "gauge", "1 once the model is loaded.", ready ? 1 : 0);
+  metric(o, "dflash_ready", "gauge", "1 once the model is loaded.", g.ready ? 1 : 0);
   metric(o, "dflash_requests_total", "counter", "Generation requests finished (answered or abandoned).", double(requests_));
   metric(o, "dflash_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", double(prompt_tokens_));
   metric(o, "dflash_cached_prompt_tokens_total", "counter", "Prompt tokens served from the KV prefix cache.",
@@ -79,12 +84,20 @@ std::string Metrics::prometheus(int queue_depth, bool running, bool ready) const
   metric(o, "dflash_accepted_tokens_total", "counter", "Draft tokens the target accepted.", double(accepted_));
   metric(o, "dflash_acceptance_rate", "gauge", "Accepted over drafted tokens, all requests.",
          drafted_ ? double(accepted_) / double(drafted_) : 0.0);
-  metric(o, "dflash_queue_depth", "gauge", "Requests waiting for the generator.", queue_depth);
-  metric(o, "dflash_requests_running", "gauge", "Requests generating now (0 or 1).", running ? 1 : 0);
+  metric(o, "dflash_queue_depth", "gauge", "Requests waiting for the generator.", g.queue_depth);
+  metric(o, "dflash_requests_running", "gauge", "Requests generating now (0 or 1).", g.running ? 1 : 0);
   metric(o, "dflash_queue_rejections_total", "counter", "Requests refused with 503 because the queue was full.",
          double(rejected_));
   metric(o, "dflash_think_capped_total", "counter", "Requests whose thinking hit the cap.", double(think_capped_));
-  metric(o, "dflash_disconnects_total", "counter", "Streams whose client left before the end.", double(disconnects_));
+  metric(o, "dflash_disconnects_total", "counter", "Requests whose client left before the end (queued or running).",
+         double(disconnects_));
+  metric(o, "dflash_queue_abandoned_total", "counter", "Requests whose client left while they waited in the queue.",
+         double(left_in_queue_));
+  metric(o, "dflash_open_connections", "gauge", "HTTP connections open now.", double(g.open_connections));
+  metric(o, "dflash_connections_refused_total", "counter", "Connections refused past --max-conns-per-client.",
+         double(g.refused_connections));
+  metric(o, "dflash_request_timeouts_total", "counter", "Requests whose headers or body came too slowly (408).",
+         double(g.timed_out_requests));
   o << "# HELP dflash_speculation_requests_total Requests by speculation state.\n"
        "# TYPE dflash_speculation_requests_total counter\n";
   for (const char* s : {"on", "off", "fallback"}) {
@@ -99,12 +112,12 @@ std::string Metrics::prometheus(int queue_depth, bool running, bool ready) const
   return o.str();
 }
 
-nlohmann::ordered_json Metrics::stats(int queue_depth, bool running, bool ready) const {
+nlohmann::ordered_json Metrics::stats(const Gauges& g) const {
   std::lock_guard<std::mutex> lk(mu_);
   const MemoryUse mem = memory_use();
   nlohmann::ordered_json spec = nlohmann::ordered_json::object();
   for (const auto& [k, v] : speculation_) spec[k] = v;
-  return {{"ready", ready},
+  return {{"ready", g.ready},
           {"requests", requests_},
           {"prompt_tokens", prompt_tokens_},
           {"cached_prompt_tokens", cached_tokens_},
@@ -114,11 +127,15 @@ nlohmann::ordered_json Metrics::stats(int queue_depth, bool running, bool ready)
           {"accept_rate", drafted_ ? double(accepted_) / double(drafted_) : 0.0},
           {"decode_tok_per_s_mean", decode_s_ > 0 ? double(generated_) / decode_s_ : 0.0},
           {"prefill_tok_per_s_mean", prefill_s_ > 0 ? prefilled_ / prefill_s_ : 0.0},
-          {"queue_depth", queue_depth},
-          {"running", running},
+          {"queue_depth", g.queue_depth},
+          {"running", g.running},
           {"rejected", rejected_},
           {"think_capped", think_capped_},
           {"disconnects", disconnects_},
+          {"left_in_queue", left_in_queue_},
+          {"open_connections", g.open_connections},
+          {"refused_connections", g.refused_connections},
+          {"request_timeouts", g.timed_out_requests},
           {"speculation", spec},
           {"rss_bytes", mem.rss_bytes},
           {"peak_rss_bytes", mem.peak_rss_bytes}};

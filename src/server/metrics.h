@@ -17,6 +17,13 @@ struct RequestRecord {
   bool think_capped = false, disconnected = false;
 };
 
+// What /metrics and /v1/stats read from the server at scrape time, beside the counters.
+struct Gauges {
+  int queue_depth = 0;
+  bool running = false, ready = false;
+  uint64_t open_connections = 0, refused_connections = 0, timed_out_requests = 0;
+};
+
 struct MemoryUse {
   uint64_t rss_bytes = 0, peak_rss_bytes = 0;
 };
@@ -27,15 +34,16 @@ class Metrics {
   void record(const RequestRecord& r);
   void record_status(int status);  // every HTTP answer with status >= 400
   void record_rejected();          // refused because the queue was full
+  void record_left_in_queue();     // the client left before its request's turn came
 
-  // queue_depth / running come from the queue at scrape time.
-  std::string prometheus(int queue_depth, bool running, bool ready) const;
-  nlohmann::ordered_json stats(int queue_depth, bool running, bool ready) const;
+  std::string prometheus(const Gauges& g) const;
+  nlohmann::ordered_json stats(const Gauges& g) const;
 
  private:
   mutable std::mutex mu_;
   uint64_t requests_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0, generated_ = 0;
   uint64_t drafted_ = 0, accepted_ = 0, think_capped_ = 0, disconnects_ = 0, rejected_ = 0;
+  uint64_t left_in_queue_ = 0;
   double decode_s_ = 0, prefill_s_ = 0, prefilled_ = 0;
   RequestRecord last_;
   std::map<std::string, uint64_t> speculation_;  // on | off | fallback
