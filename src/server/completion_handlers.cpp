@@ -1,5 +1,6 @@
 // The generation endpoints: /v1/chat/completions and /v1/completions, plain and streamed.
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 
 #include "server/server_impl.h"
@@ -93,23 +94,40 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
   std::unique_ptr<RequestQueue::Ticket> ticket = queue_.try_enter();
   if (!ticket) {
     metrics_.record_rejected();
+    // Full means one request holds (or is about to take) the turn and every place behind it
+    // is taken; the live counters can be caught between those two states.
     throw ApiError(503,
-                   "the server is busy: " + std::to_string(queue_.waiting()) +
-                       " requests are already waiting (--queue-size); retry shortly",
+                   "the server is busy: one request is running and " + std::to_string(queue_.capacity()) +
+                       " are waiting, the most the queue holds (--queue-size); retry shortly",
                    "server_error", "", "queue_full");
   }
+  Connection* conn = Connection::current();
+  auto gone = [this, conn] { return stopping_.load() || (conn && conn->client_gone()); };
   if (job->stream) {
     stream_job(job, std::move(ticket), res);
     return;
   }
   const double tq = now_seconds();
-  ticket->wait_turn();
+  if (!ticket->wait_turn_unless(gone)) {
+    ticket.reset();
+    if (stopping_) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+    left_in_queue(*job);
+    res.status = 499;  // nobody reads it: the client has gone (nginx's "client closed request")
+    return;
+  }
   const double queue_s = now_seconds() - tq;
   if (stopping_) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
-  const GenResult r = engine()->generate(job->gen, nullptr);
+  // A client that leaves while its (unstreamed) answer is generated ends the generation too.
+  const GenResult r = engine()->generate(job->gen, [conn](const Delta&) { return !(conn && conn->client_gone()); });
   ticket.reset();
   account(*job, r, queue_s);
-  if (r.disconnected) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  if (r.disconnected) {
+    if (conn && conn->client_gone()) {
+      res.status = 499;
+      return;
+    }
+    throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
+  }
   send_json(res, 200, job->chat ? chat_response(job->meta, r, job->return_tokens)
                                 : completion_response(job->meta, r, job->return_tokens));
 }
@@ -121,64 +139,96 @@ void HttpServer::stream_job(const std::shared_ptr<Job>& job, std::unique_ptr<Req
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   // Runs after the headers are out, on this request's thread: the wait for the turn and the
-  // whole generation happen here, and a failed write (the client left) ends both.
+  // whole generation happen here, and a failed write (the client left) ends both. Nothing may
+  // escape from here: httplib calls it outside its handlers' exception guard.
   res.set_chunked_content_provider("text/event-stream", [this, job, st](size_t, httplib::DataSink& sink) {
-    auto write = [&](const ojson& j) {
-      const std::string s = sse(j);
-      return sink.write(s.data(), s.size());
-    };
-    auto finish = [&] {
-      static const std::string done = "data: [DONE]\n\n";
-      sink.write(done.data(), done.size());
-      sink.done();
-      return true;
-    };
-    const double tq = now_seconds();
-    st->ticket->wait_turn();
-    const double queue_s = now_seconds() - tq;
-    const ResponseMeta& m = job->meta;
-    if (stopping_ || !engine()) {
-      write(error_body("the server is shutting down", "server_error", "", "shutting_down"));
-      return finish();
-    }
-    GenResult r;
-    bool ok = !job->chat || write(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, ""));
-    if (ok) {
-      try {
-        r = engine()->generate(job->gen, [&](const Delta& d) {
-          if (!job->chat) return write(completion_chunk(m, d.content, ""));
-          ojson delta = ojson::object();
-          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-          if (!d.content.empty()) delta["content"] = d.content;
-          return write(chat_chunk(m, delta, ""));
-        });
-      } catch (const std::exception& ex) {
-        st->ticket.reset();
-        write(error_body(ex.what(), "server_error", "", ""));
-        return finish();
-      }
-    } else {
-      r.disconnected = true;
+    try {
+      return provide_stream(*job, st->ticket, sink);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "dflash serve: stream %s ended by an error: %s\n", job->meta.id.c_str(), ex.what());
+    } catch (...) {
+      std::fprintf(stderr, "dflash serve: stream %s ended by an unknown error\n", job->meta.id.c_str());
     }
     st->ticket.reset();
-    account(*job, r, queue_s);
-    if (r.disconnected) return false;  // httplib drops the connection
-    ojson last = job->chat ? chat_chunk(m, ojson::object(), r.finish_reason) : completion_chunk(m, "", r.finish_reason);
-    last["dflash"] = ojson(r.dflash);
-    if (job->return_tokens) last["choices"][0]["tokens"] = r.ids;
-    if (!write(last)) return false;
-    if (job->include_usage) {
-      ojson u = {{"id", m.id},
-                 {"object", job->chat ? "chat.completion.chunk" : "text_completion"},
-                 {"created", m.created},
-                 {"model", m.model},
-                 {"choices", ojson::array()},
-                 {"usage", usage_json(r)},
-                 {"dflash", ojson(r.dflash)}};
-      if (!write(u)) return false;
-    }
-    return finish();
+    return false;  // httplib drops the connection
   });
+}
+
+// One streamed request from its wait in the queue to [DONE]; false drops the connection.
+bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ticket>& ticket,
+                                httplib::DataSink& sink) {
+  Connection* conn = Connection::current();
+  auto gone = [conn] { return conn && conn->client_gone(); };
+  auto write = [&](const ojson& j) {
+    const std::string s = sse(j);
+    return sink.write(s.data(), s.size());
+  };
+  auto finish = [&] {
+    static const std::string done = "data: [DONE]\n\n";
+    sink.write(done.data(), done.size());
+    sink.done();
+    return true;
+  };
+  const double tq = now_seconds();
+  if (!ticket->wait_turn_unless([&] { return stopping_.load() || gone(); })) {
+    if (!stopping_) {
+      left_in_queue(job);
+      return false;
+    }
+  }
+  const double queue_s = now_seconds() - tq;
+  const ResponseMeta& m = job.meta;
+  if (stopping_ || !engine()) {
+    write(error_body("the server is shutting down", "server_error", "", "shutting_down"));
+    return finish();
+  }
+  GenResult r;
+  bool ok = !job.chat || write(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, ""));
+  if (ok) {
+    try {
+      r = engine()->generate(job.gen, [&](const Delta& d) {
+        if (gone()) return false;
+        if (!job.chat) return write(completion_chunk(m, d.content, ""));
+        ojson delta = ojson::object();
+        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+        if (!d.content.empty()) delta["content"] = d.content;
+        return write(chat_chunk(m, delta, ""));
+      });
+    } catch (const std::exception& ex) {
+      ticket.reset();
+      write(error_body(ex.what(), "server_error", "", ""));
+      return finish();
+    }
+  } else {
+    r.disconnected = true;
+  }
+  ticket.reset();  // the next request may start while this one writes its last chunks
+  account(job, r, queue_s);
+  if (r.disconnected) return false;
+  ojson last = job.chat ? chat_chunk(m, ojson::object(), r.finish_reason) : completion_chunk(m, "", r.finish_reason);
+  last["dflash"] = ojson(r.dflash);
+  if (job.return_tokens) last["choices"][0]["tokens"] = r.ids;
+  if (!write(last)) return false;
+  if (job.include_usage) {
+    ojson u = {{"id", m.id},
+               {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
+               {"created", m.created},
+               {"model", m.model},
+               {"choices", ojson::array()},
+               {"usage", usage_json(r)},
+               {"dflash", ojson(r.dflash)}};
+    if (!write(u)) return false;
+  }
+  return finish();
+}
+
+// A request whose client left before its turn: counted, logged, never generated.
+void HttpServer::left_in_queue(const Job& job) {
+  metrics_.record_left_in_queue();
+  GenResult r;
+  r.prompt_tokens = int(job.gen.prompt.size());
+  r.disconnected = true;
+  account(job, r, 0);
 }
 
 void HttpServer::account(const Job& job, const GenResult& r, double queue_s) {
@@ -193,7 +243,8 @@ void HttpServer::account(const Job& job, const GenResult& r, double queue_s) {
   rec.decode_s = r.decode_tok_s > 0 ? (rec.completion_tokens - 1) / r.decode_tok_s : 0;
   rec.drafted = r.spec.drafted;
   rec.accepted = r.spec.accepted;
-  rec.speculation = r.dflash.value("speculation", std::string("off"));
+  // A request dropped before it ran has no "dflash" object.
+  rec.speculation = r.dflash.is_object() ? r.dflash.value("speculation", std::string("off")) : std::string("off");
   rec.think_capped = r.think_capped;
   rec.disconnected = r.disconnected;
   metrics_.record(rec);

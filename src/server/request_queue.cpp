@@ -1,5 +1,7 @@
 #include "server/request_queue.h"
 
+#include <chrono>
+
 namespace dflash::server {
 
 std::unique_ptr<RequestQueue::Ticket> RequestQueue::try_enter() {
@@ -14,6 +16,25 @@ void RequestQueue::Ticket::wait_turn() {
   std::unique_lock<std::mutex> lk(q_.mu_);
   q_.cv_.wait(lk, [&] { return q_.order_.front() == id_; });
   q_.running_id_ = id_;
+}
+
+bool RequestQueue::Ticket::wait_turn_unless(const std::function<bool()>& abandoned, int poll_ms) {
+  std::unique_lock<std::mutex> lk(q_.mu_);
+  while (q_.order_.front() != id_) {
+    q_.cv_.wait_for(lk, std::chrono::milliseconds(poll_ms));
+    if (q_.order_.front() == id_) break;
+    lk.unlock();
+    const bool gone = abandoned();
+    lk.lock();
+    if (gone) {
+      q_.order_.remove(id_);
+      lk.unlock();
+      q_.cv_.notify_all();  // the ticket behind may be first now
+      return false;
+    }
+  }
+  q_.running_id_ = id_;
+  return true;
 }
 
 RequestQueue::Ticket::~Ticket() {

@@ -4,6 +4,7 @@
 // up when the ticket is destroyed, however the request ends: answered, failed or abandoned.
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,9 @@ class RequestQueue {
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
     void wait_turn();  // blocks until every earlier ticket is gone
+    // The same, but gives up (false, leaving the queue) as soon as `abandoned` says so; it is
+    // asked every `poll_ms` while waiting (a client that has gone, a server that stops).
+    bool wait_turn_unless(const std::function<bool()>& abandoned, int poll_ms = 100);
 
    private:
     friend class RequestQueue;
@@ -31,6 +35,7 @@ class RequestQueue {
 
   // nullptr when the queue is full.
   std::unique_ptr<Ticket> try_enter();
+  int capacity() const { return max_waiting_; }
   int waiting() const;   // tickets not running yet
   bool running() const;  // a ticket holds the turn
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/connection_guard.h"
 #include "server/engine.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -34,6 +35,7 @@ class HttpServer {
   void install_routes();
   void install_guards();
   bool authorized(const httplib::Request& req) const;
+  bool refuse_body(const httplib::Request& req, httplib::Response& res);
   Engine* engine() const { return engine_.load(); }
   Engine& ready_engine() const;  // ApiError 503 while loading
   void check_model(const std::string& name) const;
@@ -49,10 +51,13 @@ class HttpServer {
   void finish_job(Job& job, const ApiRequest& api, Engine& e);
   void run_job(std::shared_ptr<Job> job, httplib::Response& res);
   void stream_job(const std::shared_ptr<Job>& job, std::unique_ptr<RequestQueue::Ticket> ticket, httplib::Response& res);
+  bool provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ticket>& ticket, httplib::DataSink& sink);
+  void left_in_queue(const Job& job);
+  Gauges gauges() const;
   void account(const Job& job, const GenResult& r, double queue_s);
 
   ServerOptions opt_;
-  httplib::Server svr_;
+  GuardedServer svr_;
   std::unique_ptr<Engine> engine_owner_;
   std::atomic<Engine*> engine_{nullptr};
   RequestQueue queue_;
