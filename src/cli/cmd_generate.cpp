@@ -24,9 +24,11 @@ struct GenerateOpts {
   int top_k = 0;
   uint64_t seed = 0;
   CacheTypes cache;
+  std::string simd_target;
 };
 
 void run_generate(const GenerateOpts& o) {
+  hold_simd_target(o.simd_target);
   const std::string dir = resolve_model_dir(o.model);
   auto tok = load_tokenizer_if_present(dir);
   LoadOptions lo;
@@ -140,6 +142,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--ctx-size", o->ctx_size, "Context size in tokens")->check(CLI::Range(2, 1 << 22));
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
   add_cache_type_options(sub, o->cache);
+  add_simd_target_option(sub, o->simd_target);
   sub->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   sub->add_option("--draft", o->draft, "DFlash draft folder or llama.cpp dflash GGUF: enables speculative decoding");
   sub->add_option("--block-size", o->block_size, "Largest block (drafted tokens + 1); default: the draft's")

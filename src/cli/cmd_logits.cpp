@@ -1,10 +1,12 @@
 // dflash logits: the raw logits of every prompt position, for numerical comparison in tests.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "kernels/kernels.h"
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
 #include "util/error.h"
@@ -21,37 +23,98 @@ static void write_floats(const std::string& path, const std::vector<float>& v) {
 
 void add_logits_command(CLI::App& app) {
   struct Opts {
-    std::string model, ids, weights = "bf16", out;
-    int chunk_size = 512, threads = 0;
+    std::string model, ids, weights = "bf16", out, mode = "prefill", simd_target;
+    int chunk_size = 512, threads = 0, verify_rows = 5, verify_prefix = 37;
+    CacheTypes cache;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("logits", "Write float32 logits [n_tokens x vocab] of every prompt position");
   sub->add_option("--model", o->model)->required();
   sub->add_option("--prompt-ids", o->ids)->required();
   sub->add_option("--weights", o->weights, "bf16 | q8 | q4 | f32 | f16 | native");
-  sub->add_option("--chunk-size", o->chunk_size)->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--chunk-size", o->chunk_size, "Rows per forward in prefill mode (and verify's prefix)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--cache-type,--kv-type", o->cache.target, "KV cache: f32 | f16 | q8 | q4")->capture_default_str();
+  sub->add_option("--mode", o->mode,
+                  "prefill: forwards of --chunk-size rows | decode: one row per forward | verify: a prefill of "
+                  "--verify-prefix rows, then blocks of --verify-rows rows the way speculative decoding verifies "
+                  "them: block k keeps its first 1 + k % rows rows (the positions written out) and rolls the cache "
+                  "back over the rest, which hold wrong tokens (id + 1 mod vocab), as rejected drafts do")
+      ->check(CLI::IsMember({"prefill", "decode", "verify"}))
+      ->capture_default_str();
+  sub->add_option("--verify-rows", o->verify_rows, "Rows per verify forward")->check(CLI::Range(1, 256))->capture_default_str();
+  sub->add_option("--verify-prefix", o->verify_prefix, "Rows prefilled before the verify blocks")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  add_simd_target_option(sub, o->simd_target);
   sub->add_option("--threads", o->threads);
   sub->add_option("--out", o->out, "Output file (raw little-endian float32)")->required();
   sub->callback([o] {
+    hold_simd_target(o->simd_target);
     LoadOptions lo;
     lo.weights = parse_weights_option(o->weights);
     auto model = Transformer::load(o->model, lo);
+    apply_cache_types(o->cache, *model, nullptr);
     const auto ids = parse_id_list(o->ids);
     if (ids.empty()) throw Error("--prompt-ids is empty");
     const int V = model->config().vocab, n = int(ids.size());
     ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
     KVCache cache = model->make_cache(n);
     std::vector<float> logits(size_t(n) * V);
-    for (int pos = 0; pos < n; pos += o->chunk_size) {
-      ForwardArgs a;
-      a.tokens = ids.data() + pos;
-      a.n = std::min(o->chunk_size, n - pos);
-      a.logits_from = 0;
-      a.logits = logits.data() + size_t(pos) * V;
-      model->forward(cache, a, &pool);
+    int forwards = 0;
+    // Rows [pos, pos + rows) in forwards of `chunk` rows, all their logits kept.
+    auto prefill = [&](int pos, int end, int chunk) {
+      for (; pos < end; pos += chunk) {
+        ForwardArgs a;
+        a.tokens = ids.data() + pos;
+        a.n = std::min(chunk, end - pos);
+        a.logits_from = 0;
+        a.logits = logits.data() + size_t(pos) * V;
+        model->forward(cache, a, &pool);
+        ++forwards;
+      }
+    };
+    if (o->mode == "prefill") {
+      prefill(0, n, o->chunk_size);
+    } else if (o->mode == "decode") {
+      for (int pos = 0; pos < n; ++pos) {  // as Generator::step: one row, its logits only
+        ForwardArgs a;
+        a.tokens = ids.data() + pos;
+        a.n = 1;
+        a.logits = logits.data() + size_t(pos) * V;
+        model->forward(cache, a, &pool);
+        ++forwards;
+      }
+    } else {
+      const int B = o->verify_rows, prefix = std::min(o->verify_prefix, n);
+      prefill(0, prefix, o->chunk_size);
+      std::vector<int32_t> block(static_cast<size_t>(B));
+      std::vector<float> vlogits(static_cast<size_t>(B) * V);
+      for (int pos = prefix, k = 0; pos < n; ++k) {
+        const int rows = std::min(B, n - pos);  // the loop clips a block at the cache's end too
+        const int keep = std::min(1 + k % B, rows);
+        for (int j = 0; j < rows; ++j) block[size_t(j)] = j < keep ? ids[size_t(pos + j)] : (ids[size_t(pos + j)] + 1) % V;
+        ForwardArgs a;
+        a.tokens = block.data();
+        a.n = rows;
+        a.logits_from = 0;
+        a.logits = vlogits.data();
+        model->forward(cache, a, &pool);
+        ++forwards;
+        std::copy(vlogits.begin(), vlogits.begin() + ptrdiff_t(keep) * V, logits.begin() + ptrdiff_t(pos) * V);
+        cache.rollback(pos + keep);
+        pos += keep;
+      }
     }
     write_floats(o->out, logits);
-    std::printf("%s\n", nlohmann::json{{"n_tokens", n}, {"vocab", V}}.dump().c_str());
+    std::printf("%s\n", nlohmann::json{{"n_tokens", n},
+                                        {"vocab", V},
+                                        {"mode", o->mode},
+                                        {"forwards", forwards},
+                                        {"cache_type", o->cache.target},
+                                        {"simd_target", simd_target_name()}}
+                            .dump()
+                            .c_str());
   });
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <CLI/CLI.hpp>
+#include <hwy/targets.h>
 
 #include "formats/gguf.h"
 #include "models/dflash_draft.h"
@@ -69,6 +70,25 @@ void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* dra
   model.set_cache_type(parse_kv_type(c.target));
   const WType dt = parse_kv_type(c.draft);
   if (draft) draft->set_cache_type(dt);
+}
+
+void add_simd_target_option(CLI::App* sub, std::string& target) {
+  sub->add_option("--simd-target", target, "Testing: hold the kernels to this Highway target (e.g. AVX2)");
+}
+
+void hold_simd_target(const std::string& name) {
+  if (name.empty()) return;
+  std::string names;
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t bit = 1; bit != 0 && bit <= supported; bit <<= 1) {
+    if (!(supported & bit)) continue;
+    if (name == hwy::TargetName(bit)) {
+      hwy::SetSupportedTargetsForTest(bit);
+      return;
+    }
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(bit);
+  }
+  throw Error("--simd-target '" + name + "' is not one this CPU runs (" + names + ")");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir) {

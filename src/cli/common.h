@@ -28,6 +28,12 @@ void add_cache_type_options(CLI::App* sub, CacheTypes& c);
 // Throws dflash::Error for an unknown name or a head_dim the format cannot take.
 void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* draft);
 
+// --simd-target NAME: holds Highway's dispatch to one SIMD target this CPU runs (Highway's name:
+// AVX3, AVX2, SSE4, EMU128, ...), so that tests can record and compare what each target
+// computes; empty keeps the best. hold_simd_target throws dflash::Error for a target the CPU lacks.
+void add_simd_target_option(CLI::App* sub, std::string& target);
+void hold_simd_target(const std::string& name);
+
 // --model when given, else the shipped demo target (models/demo/target).
 std::string resolve_model_dir(const std::string& given);
 std::vector<int32_t> parse_id_list(const std::string& s);
