@@ -9,6 +9,22 @@ ExprPtr make(ExprKind kind, int line) { return make_node<Expr>(kind, line); }
 
 }  // namespace
 
+ExprPtr Parser::sealed(ExprPtr e) {
+  int d = 0;
+  auto see = [&](const ExprPtr& x) { d = x ? std::max(d, x->depth) : d; };
+  see(e->a);
+  see(e->b);
+  see(e->c);
+  for (const auto& x : e->items) see(x);
+  for (const auto& x : e->args.pos) see(x);
+  for (const auto& kv : e->args.kw) see(kv.second);
+  see(e->args.star);
+  see(e->args.starstar);
+  for (const auto& kv : e->cmp) see(kv.second);
+  set_depth(*e, d);
+  return e;
+}
+
 ExprPtr Parser::parse_expression(bool with_condexpr) {
   NestGuard guard(*this);
   return with_condexpr ? parse_condexpr() : parse_or();
@@ -19,12 +35,16 @@ ExprPtr Parser::parse_condexpr() {
   ExprPtr expr1 = parse_or();
   while (skip_name("if")) {
     ExprPtr expr2 = parse_or();
-    ExprPtr expr3 = skip_name("else") ? parse_condexpr() : nullptr;
+    ExprPtr expr3;
+    if (skip_name("else")) {
+      NestGuard guard(*this);  // `a if b else c if d else ...` recurses once an else
+      expr3 = parse_condexpr();
+    }
     auto e = make(ExprKind::CondExpr, line);
     e->a = std::move(expr2);
     e->b = std::move(expr1);
     e->c = std::move(expr3);
-    expr1 = std::move(e);
+    expr1 = sealed(std::move(e));
     line = cur().line;
   }
   return expr1;
@@ -34,7 +54,7 @@ ExprPtr Parser::binary(ExprKind kind, ExprPtr a, ExprPtr b, int line) {
   auto e = make(kind, line);
   e->a = std::move(a);
   e->b = std::move(b);
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_or() {
@@ -60,7 +80,7 @@ ExprPtr Parser::parse_not() {
   if (is_name(cur(), "not")) {
     auto e = make(ExprKind::Not, advance().line);
     e->a = parse_not();
-    return e;
+    return sealed(std::move(e));
   }
   return parse_compare();
 }
@@ -89,7 +109,7 @@ ExprPtr Parser::parse_compare() {
   auto e = make(ExprKind::Compare, line);
   e->a = std::move(expr);
   e->cmp = std::move(ops);
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_binary_level(std::initializer_list<const char*> ops, ExprPtr (Parser::*next)()) {
@@ -103,7 +123,7 @@ ExprPtr Parser::parse_binary_level(std::initializer_list<const char*> ops, ExprP
     e->op = advance().value;
     e->a = std::move(left);
     e->b = (this->*next)();
-    left = std::move(e);
+    left = sealed(std::move(e));
   }
 }
 
@@ -116,7 +136,7 @@ ExprPtr Parser::parse_concat() {
   auto e = make(ExprKind::Concat, line);
   e->items.push_back(std::move(first));
   while (skip_op("~")) e->items.push_back(parse_math2());
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_math2() { return parse_binary_level({"*", "/", "//", "%"}, &Parser::parse_pow); }
@@ -131,6 +151,7 @@ ExprPtr Parser::parse_unary(bool with_filter) {
     node = make(t.value == "-" ? ExprKind::Neg : ExprKind::Pos, t.line);
     advance();
     node->a = parse_unary(false);
+    node = sealed(std::move(node));
   } else {
     node = parse_primary();
   }
@@ -185,7 +206,7 @@ ExprPtr Parser::parse_primary() {
       e->items.push_back(parse_expression(true));
     }
     expect_op("]");
-    return e;
+    return sealed(std::move(e));
   }
   if (is_op(t, "{")) {
     advance();
@@ -198,7 +219,7 @@ ExprPtr Parser::parse_primary() {
       e->items.push_back(parse_expression(true));
     }
     expect_op("}");
-    return e;
+    return sealed(std::move(e));
   }
   fail("unexpected '" + describe(t) + "'", line);
 }
@@ -231,7 +252,7 @@ ExprPtr Parser::parse_tuple(bool simplified, bool with_condexpr, const Names* ex
   }
   auto e = make(ExprKind::Tuple, line);
   e->items = std::move(args);
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_postfix(ExprPtr node) {
@@ -267,14 +288,14 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
       auto e = make(ExprKind::Getattr, line);
       e->a = std::move(node);
       e->name = attr.value;
-      return e;
+      return sealed(std::move(e));
     }
     if (attr.type != Tok::Int) fail("expected name or number", attr.line);
     auto e = make(ExprKind::Getitem, line);
     e->a = std::move(node);
     e->b = make(ExprKind::Const, attr.line);
     e->b->value = Value(attr.int_value);
-    return e;
+    return sealed(std::move(e));
   }
   std::vector<ExprPtr> args;
   while (!is_op(cur(), "]")) {
@@ -289,8 +310,9 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
   } else {
     e->b = make(ExprKind::Tuple, line);
     e->b->items = std::move(args);
+    e->b = sealed(std::move(e->b));
   }
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::parse_subscribed() {
@@ -313,7 +335,7 @@ ExprPtr Parser::parse_subscribed() {
     e->items.push_back(parse_expression(true));
   else
     e->items.push_back(nullptr);
-  return e;
+  return sealed(std::move(e));
 }
 
 void Parser::parse_call_args(CallArgsExpr& out) {
@@ -352,7 +374,7 @@ ExprPtr Parser::parse_call(ExprPtr node) {
   auto e = make(ExprKind::Call, cur().line);
   e->a = std::move(node);
   parse_call_args(e->args);
-  return e;
+  return sealed(std::move(e));
 }
 
 std::string Parser::dotted_name() {
@@ -369,7 +391,7 @@ ExprPtr Parser::parse_filter(ExprPtr node, bool start_inline) {
     e->name = dotted_name();
     if (is_op(cur(), "(")) parse_call_args(e->args);
     e->a = std::move(node);
-    node = std::move(e);
+    node = sealed(std::move(e));
     start_inline = false;
   }
   return node;
@@ -390,9 +412,9 @@ ExprPtr Parser::parse_test(ExprPtr node) {
     e->args.pos.push_back(parse_postfix(parse_primary()));
   }
   e->a = std::move(node);
-  if (!negated) return e;
+  if (!negated) return sealed(std::move(e));
   auto n = make(ExprKind::Not, line);
-  n->a = std::move(e);
-  return n;
+  n->a = sealed(std::move(e));
+  return sealed(std::move(n));
 }
 }  // namespace dflash::jinja

@@ -76,6 +76,26 @@ void Parser::fail_tag(const std::string* unknown, int line) {
   fail(msg, line);
 }
 
+void Parser::seal(Stmt& s) {
+  int d = 0;
+  auto see = [&](const ExprPtr& e) { d = e ? std::max(d, e->depth) : d; };
+  auto see_body = [&](const Body& body) {
+    for (const auto& x : body) d = std::max(d, x->depth);
+  };
+  see(s.expr);
+  see(s.cond);
+  see(s.filter);
+  see_body(s.body);
+  see_body(s.else_body);
+  for (const auto& br : s.branches) {
+    see(br.first);
+    see_body(br.second);
+  }
+  for (const auto& x : s.defaults) see(x);
+  for (const auto& x : s.values) see(x);
+  set_depth(s, d);
+}
+
 Body Parser::subparse(const Names* end_tokens) {
   Body body;
   if (end_tokens) end_stack_.push_back(*end_tokens);
@@ -92,6 +112,7 @@ Body Parser::subparse(const Names* end_tokens) {
       auto s = make_stmt(StmtKind::Print, line);
       s->expr = parse_tuple(false, true, nullptr, false);
       expect(Tok::VarEnd, "end of print statement");
+      seal(*s);
       body.push_back(std::move(s));
     } else if (t.type == Tok::BlockBegin) {
       advance();
@@ -133,6 +154,7 @@ void Parser::parse_statement(Body& out) {
                                "filter", "break", "continue", "generation"};
   if (std::find(kKnown.begin(), kKnown.end(), tag) == kKnown.end()) fail_tag(&tag, line);
   tag_stack_.push_back(tag);
+  size_t first_new = out.size();
   if (tag == "for") out.push_back(parse_for());
   else if (tag == "if") out.push_back(parse_if());
   else if (tag == "set") out.push_back(parse_set());
@@ -150,6 +172,7 @@ void Parser::parse_statement(Body& out) {
   } else {
     fail("'" + tag + "' is not supported: chat templates are rendered without a template loader", line);
   }
+  for (size_t i = first_new; i < out.size(); ++i) seal(*out[i]);
   tag_stack_.pop_back();
 }
 
