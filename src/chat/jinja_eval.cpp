@@ -30,6 +30,7 @@ Interpreter::Interpreter(Value context, RenderHooks hooks)
 }
 
 std::string Interpreter::render(const Body& body) {
+  ActiveBudget active(budget_);
   auto root = std::make_shared<Scope>();
   std::string out;
   struct Release {
@@ -58,11 +59,28 @@ std::string Interpreter::capture(const Body& body, const ScopePtr& scope) {
   return out;
 }
 
+Interpreter::Nested::Nested(Interpreter& in) : in_(in) {
+  if (++in_.nesting_ > kMaxRenderDepth) {
+    --in_.nesting_;
+    fail("chat template exceeded the limit of " + std::to_string(kMaxRenderDepth) +
+         " nested evaluations (macro calls, recursive loops, expressions and blocks)");
+  }
+  in_.budget_.charge(1);
+}
+
+void Interpreter::emit(std::string& out, std::string_view text) {
+  if (out.size() + text.size() > kMaxOutputBytes)
+    fail("chat template exceeded the limit of " + std::to_string(kMaxOutputBytes >> 20) + " MiB of output");
+  budget_.charge(text.size() / kBytesPerStep);
+  out += text;
+}
+
 Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
   try {
+    Nested nested(*this);
     switch (s.kind) {
-      case StmtKind::Output: out += s.text; break;
-      case StmtKind::Print: out += to_str(eval(*s.expr, scope)); break;
+      case StmtKind::Output: emit(out, s.text); break;
+      case StmtKind::Print: emit(out, to_str(eval(*s.expr, scope))); break;
       case StmtKind::If:
         for (const auto& br : s.branches)
           if (truthy(eval(*br.first, scope))) return exec(br.second, scope, out);
@@ -84,7 +102,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
       case StmtKind::CallBlock: exec_call_block(s, scope, out); break;
       case StmtKind::FilterBlock: {
         Value v(capture(s.body, child(scope)));
-        out += to_str(apply_filter_chain(s.filter.get(), std::move(v), scope));
+        emit(out, to_str(apply_filter_chain(s.filter.get(), std::move(v), scope)));
         break;
       }
       case StmtKind::With: {
@@ -122,6 +140,7 @@ void Interpreter::run_loop(const Stmt& s, ValueList items, const ScopePtr& scope
   track(loop);
   Value loop_value{std::shared_ptr<Object>(loop)};
   for (size_t i = 0; i < shared->size(); ++i) {
+    budget_.charge(kStepsPerIteration);
     loop->set_index(static_cast<int64_t>(i));
     auto it = child(scope);
     assign(s.target, (*shared)[i], it);
@@ -137,7 +156,7 @@ void Interpreter::exec_call_block(const Stmt& s, const ScopePtr& scope, std::str
   auto caller = std::make_shared<Macro>(&s, scope, "caller");
   track(caller);
   args.kw.emplace_back("caller", Value(std::shared_ptr<Object>(caller)));
-  out += to_str(call(callee, args));
+  emit(out, to_str(call(callee, args)));
 }
 
 Value Interpreter::invoke_macro(const Stmt& def, const ScopePtr& closure, CallArgs& args) {
@@ -290,6 +309,17 @@ bool Interpreter::test(const std::string& name, const Value& v, CallArgs& args) 
 }
 
 Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
+  Nested nested(*this);
+  Value v = eval_node(e, scope);
+  // Strings are copied by value, so every node that yields one has done work in its length.
+  if (v.is_string()) {
+    check_size(v.str().size());
+    budget_.charge(v.str().size() / kBytesPerStep);
+  }
+  return v;
+}
+
+Value Interpreter::eval_node(const Expr& e, const ScopePtr& scope) {
   switch (e.kind) {
     case ExprKind::Const: return e.value;
     case ExprKind::Name: return lookup(e.name, scope);
@@ -358,7 +388,7 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
     }
     case ExprKind::Concat: {
       std::string s;
-      for (const auto& x : e.items) s += to_str(eval(*x, scope));
+      for (const auto& x : e.items) append_checked(s, to_str(eval(*x, scope)));
       return Value(std::move(s));
     }
     case ExprKind::Compare: return eval_compare(e, scope);

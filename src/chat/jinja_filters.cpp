@@ -4,6 +4,7 @@
 
 #include "chat/jinja_eval.h"
 #include "chat/jinja_filters.h"
+#include "chat/jinja_strings.h"
 
 namespace dflash::jinja {
 
@@ -45,7 +46,7 @@ Value f_tojson(Interpreter&, Value v, CallArgs& a) {
   opt.sort_keys = truthy(b[3]);
   const Value& indent = b[1];
   if (indent.is_string()) opt.indent = indent.str();
-  else if (indent.is_integral()) opt.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.as_int())), ' ');
+  else if (indent.is_integral()) opt.indent = py_repeat(" ", indent.as_int());
   else if (!indent.is_none() && !indent.is_undefined()) fail("indent must be an int or a string");
   if (opt.indent) opt.item_sep = ",";
   const Value& sep = b[2];

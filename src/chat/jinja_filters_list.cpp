@@ -64,6 +64,7 @@ ValueList sorted_by(ValueList items, const std::vector<Value>& keys, bool revers
 Value f_batch(Interpreter&, Value v, CallArgs& a) {
   Binder b("batch", a, {"linecount", "fill_with"}, 1);
   int64_t n = int_arg(b[0], "linecount");
+  if (b.has(1) && !b[1].is_none() && n > 0) check_items(static_cast<uint64_t>(n));
   ValueList out, tmp;
   for (auto& item : iterate(v)) {
     if (static_cast<int64_t>(tmp.size()) == n) {
@@ -142,8 +143,8 @@ Value f_join(Interpreter& in, Value v, CallArgs& a) {
   ValueList items = iterate(v);
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += sep;
-    out += soft_str(b.has(1) ? AttrGetter(b[1], std::nullopt, false)(in, items[i]) : items[i]);
+    if (i) append_checked(out, sep);
+    append_checked(out, soft_str(b.has(1) ? AttrGetter(b[1], std::nullopt, false)(in, items[i]) : items[i]));
   }
   return Value(std::move(out));
 }
@@ -278,6 +279,7 @@ Value f_slice(Interpreter&, Value v, CallArgs& a) {
   ValueList seq = iterate(v);
   int64_t slices = int_arg(b[0], "slices");
   if (slices <= 0) fail("integer division or modulo by zero");
+  check_items(static_cast<uint64_t>(slices));
   int64_t length = static_cast<int64_t>(seq.size());
   int64_t per = length / slices, extra = length % slices, offset = 0;
   ValueList out;

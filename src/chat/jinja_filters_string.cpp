@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_filters.h"
 #include "chat/jinja_strings.h"
 #include "chat/jinja_unicode.h"
@@ -46,15 +47,15 @@ Value f_format(Interpreter&, Value v, CallArgs& a) {
 
 Value f_indent(Interpreter&, Value v, CallArgs& a) {
   Binder b("indent", a, {"width", "first", "blank"});
-  std::string ind = b.has(0) && b[0].is_string() ? b[0].str() : std::string(static_cast<size_t>(std::max<int64_t>(0, b.has(0) ? int_arg(b[0], "width") : 4)), ' ');
+  std::string ind = b.has(0) && b[0].is_string() ? b[0].str() : py_repeat(" ", b.has(0) ? int_arg(b[0], "width") : 4);
   std::string s = soft_str(v) + "\n";
   std::vector<std::string> lines = py_splitlines(s, false);
   std::string rv;
   if (truthy(b[2])) {
-    for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + ind : "") + lines[i];
+    for (size_t i = 0; i < lines.size(); ++i) append_checked(rv, (i ? "\n" + ind : "") + lines[i]);
   } else {
     rv = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : ind) + lines[i];
+    for (size_t i = 1; i < lines.size(); ++i) append_checked(rv, "\n" + (lines[i].empty() ? "" : ind) + lines[i]);
   }
   if (truthy(b[1])) rv = ind + rv;
   return Value(rv);

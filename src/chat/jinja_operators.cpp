@@ -2,6 +2,7 @@
 // and item access, slicing.
 #include <cmath>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_eval.h"
 #include "chat/jinja_strings.h"
@@ -9,7 +10,6 @@
 namespace dflash::jinja {
 
 namespace {
-
 
 [[noreturn]] void unsupported(const char* op, const Value& a, const Value& b) {
   fail(std::string("unsupported operand type(s) for ") + op + ": '" + type_name(a) + "' and '" +
@@ -35,6 +35,7 @@ int64_t mul_checked(int64_t a, int64_t b) {
 Value concat_lists(const Value& a, const Value& b) {
   if (a.list().kind != b.list().kind || !a.is_sequence_list())
     fail("can only concatenate " + type_name(a) + " (not \"" + type_name(b) + "\") to " + type_name(a));
+  check_size(list_bytes(a.list().items) + list_bytes(b.list().items));
   ValueList items = a.list().items;
   items.insert(items.end(), b.list().items.begin(), b.list().items.end());
   return Value::make_list(std::move(items), a.list().kind);
@@ -42,9 +43,10 @@ Value concat_lists(const Value& a, const Value& b) {
 
 Value repeat(const Value& seq, int64_t n) {
   if (seq.is_string()) return Value(py_repeat(seq.str(), n));
+  const ValueList& once = seq.list().items;
+  check_repeat(list_bytes(once), n);
   ValueList items;
-  for (int64_t i = 0; i < n; ++i)
-    items.insert(items.end(), seq.list().items.begin(), seq.list().items.end());
+  for (int64_t i = 0; i < n; ++i) items.insert(items.end(), once.begin(), once.end());
   return Value::make_list(std::move(items), seq.list().kind);
 }
 
@@ -170,6 +172,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "+") {
     if (ints) return Value(add_checked(a.as_int(), b.as_int()));
     if (nums) return Value(a.as_double() + b.as_double());
+    if (a.is_string() && b.is_string()) check_size(a.str().size() + b.str().size());
     if (a.is_markup() && b.is_string()) return Value::markup(a.str() + markup_escape(b));
     if (b.is_markup() && a.is_string()) return Value::markup(markup_escape(a) + b.str());
     if (a.is_string() && b.is_string()) return Value(a.str() + b.str());

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_unicode.h"
 
 namespace dflash::jinja {
@@ -18,6 +19,7 @@ Value Value::undefined(std::string message, bool unsafe) {
 }
 
 Value Value::make_list(ValueList items, ListKind kind) {
+  charge(items.size());
   auto d = std::make_shared<ListData>();
   d->items = std::move(items);
   d->kind = kind;
@@ -276,6 +278,7 @@ static int compare_numbers(const Value& a, const Value& b) {
 }
 
 bool py_equal(const Value& a, const Value& b) {
+  charge(1);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() && std::isnan(a.as_double())) return false;
     if (b.is_float() && std::isnan(b.as_double())) return false;
@@ -310,6 +313,7 @@ bool py_equal(const Value& a, const Value& b) {
 }
 
 bool py_less(const Value& a, const Value& b) {
+  charge(1);
   if (a.is_number() && b.is_number()) return compare_numbers(a, b) < 0;
   if (a.is_string() && b.is_string()) return a.str() < b.str();
   if (a.is_list() && b.is_list() && a.list().kind == b.list().kind &&
@@ -337,12 +341,15 @@ bool is_hashable(const Value& v) {
   }
 }
 
-ValueList iterate(const Value& v) {
+namespace {
+
+ValueList items_of(const Value& v) {
   switch (v.type()) {
     case Type::Undefined: return {};
     case Type::String: {
       ValueList out;
       const std::string& s = v.str();
+      check_items(utf8_length(s));
       for (size_t i = 0; i < s.size();) {
         size_t j = i + 1;
         while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
@@ -369,6 +376,14 @@ ValueList iterate(const Value& v) {
     default: break;
   }
   fail("'" + type_name(v) + "' object is not iterable");
+}
+
+}  // namespace
+
+ValueList iterate(const Value& v) {
+  ValueList items = items_of(v);
+  charge(items.size());
+  return items;
 }
 
 int64_t py_len(const Value& v) {
@@ -463,7 +478,7 @@ static std::string json_float(double d) {
 static void dump(std::string& out, const Value& v, const JsonOptions& opt, int depth) {
   auto newline = [&](int level) {
     out.push_back('\n');
-    for (int i = 0; i < level; ++i) out += *opt.indent;
+    for (int i = 0; i < level; ++i) append_checked(out, *opt.indent);
   };
   switch (v.type()) {
     case Type::None: out += "null"; return;
