@@ -1,5 +1,6 @@
 // jinja2's filters that work on sequences and mappings.
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 #include "chat/jinja_eval.h"
@@ -17,7 +18,11 @@ Value lower_if_string(Value v) { return v.is_string() ? Value(py_lower(v.str()))
 
 // jinja2's make_attrgetter: "a.b.0" walks items with subscript-then-attribute lookup.
 struct AttrGetter {
-  std::vector<Value> parts;
+  struct Part {
+    Value key;
+    bool huge_index = false;  // digits beyond int64: an index no sequence or dict here can hold
+  };
+  std::vector<Part> parts;
   std::optional<Value> dflt;
   bool ignore_case = false;
 
@@ -25,16 +30,27 @@ struct AttrGetter {
     if (attribute.is_string()) {
       for (const auto& p : py_split(attribute.str(), std::string("."), -1)) {
         bool digits = !p.empty() && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
-        parts.push_back(digits ? Value(static_cast<int64_t>(std::stoll(p))) : Value(p));
+        int64_t index = 0;
+        if (!digits)
+          parts.push_back({Value(p)});
+        else if (std::from_chars(p.data(), p.data() + p.size(), index).ec == std::errc())
+          parts.push_back({Value(index)});
+        else
+          parts.push_back({Value(p), true});
       }
     } else if (!attribute.is_none() && !attribute.is_undefined()) {
-      parts.push_back(attribute);
+      parts.push_back({attribute});
     }
   }
 
   Value operator()(Interpreter& in, Value item) const {
     for (const auto& p : parts) {
-      item = in.getitem(item, p);
+      if (!p.huge_index)
+        item = in.getitem(item, p.key);
+      else if (item.is_undefined())
+        fail_undefined(item);
+      else
+        item = Value::undefined(object_type_repr(item) + " has no element " + p.key.str());
       if (dflt && item.is_undefined()) item = *dflt;
     }
     return ignore_case ? lower_if_string(std::move(item)) : item;

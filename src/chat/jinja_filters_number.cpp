@@ -22,30 +22,6 @@ Value f_abs(Interpreter&, Value v, CallArgs& a) {
   fail("bad operand type for abs(): '" + type_name(v) + "'");
 }
 
-Value f_filesizeformat(Interpreter&, Value v, CallArgs& a) {
-  Binder b("filesizeformat", a, {"binary"});
-  bool binary = truthy(b[0]);
-  double bytes;
-  if (v.is_number()) bytes = v.as_double();
-  else if (v.is_string()) bytes = std::stod(v.str());
-  else fail("float() argument must be a string or a real number, not '" + type_name(v) + "'");
-  double base = binary ? 1024 : 1000;
-  static const char* kDec[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
-  static const char* kBin[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
-  if (bytes == 1) return Value("1 Byte");
-  if (bytes < base) return Value(std::to_string(static_cast<int64_t>(bytes)) + " Bytes");
-  double unit = base;
-  const char* prefix = "";
-  for (int i = 0; i < 8; ++i) {
-    unit = std::pow(base, i + 2);
-    prefix = binary ? kBin[i] : kDec[i];
-    if (bytes < unit) break;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f %s", base * bytes / unit, prefix);
-  return Value(buf);
-}
-
 std::optional<double> parse_py_float(const std::string& text) {
   std::string s = py_strip(text, std::nullopt, true, true), clean;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -77,6 +53,42 @@ Value f_float(Interpreter&, Value v, CallArgs& a) {
   if (v.is_string())
     if (auto d = parse_py_float(v.str())) return Value(*d);
   return b.get(0, Value(0.0));
+}
+
+Value f_filesizeformat(Interpreter&, Value v, CallArgs& a) {
+  Binder b("filesizeformat", a, {"binary"});
+  bool binary = truthy(b[0]);
+  double bytes;
+  if (v.is_number()) {
+    bytes = v.as_double();
+  } else if (v.is_string()) {
+    std::optional<double> d = parse_py_float(v.str());
+    if (!d) fail("could not convert string to float: " + repr(v));
+    bytes = *d;
+  } else {
+    fail("float() argument must be a string or a real number, not '" + type_name(v) + "'");
+  }
+  double base = binary ? 1024 : 1000;
+  static const char* kDec[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+  static const char* kBin[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  if (bytes == 1) return Value("1 Byte");
+  if (bytes < base) {
+    // Python's int(bytes): every digit of any finite value (+ 0.0 turns -0.0 into 0).
+    if (std::isinf(bytes)) fail("cannot convert float infinity to integer");
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.0f", std::trunc(bytes) + 0.0);
+    return Value(std::string(buf) + " Bytes");
+  }
+  double unit = base;
+  const char* prefix = "";
+  for (int i = 0; i < 8; ++i) {
+    unit = std::pow(base, i + 2);
+    prefix = binary ? kBin[i] : kDec[i];
+    if (bytes < unit) break;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s", base * bytes / unit, prefix);
+  return Value(buf);
 }
 
 std::optional<int64_t> parse_py_int(const std::string& text, int64_t base) {

@@ -133,6 +133,15 @@ std::string percent_one(const PercentSpec& s, const Value& v) {
 
 // ---- str.format ----
 
+// A field's argument number or [index]: Python refuses more digits than its ssize_t holds.
+int64_t field_index(const std::string& digits) {
+  int64_t n = 0;
+  for (char c : digits)
+    if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, c - '0', &n))
+      fail("Too many decimal digits in format string");
+  return n;
+}
+
 struct FormatSpec {
   char32_t fill = ' ';
   char align = 0;
@@ -330,7 +339,7 @@ std::string str_format(Interpreter& in, const std::string& fmt, CallArgs& args) 
     std::string first = field.substr(0, end);
     Value v;
     if (first.empty() || std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      size_t idx = first.empty() ? auto_index++ : std::stoul(first);
+      size_t idx = first.empty() ? auto_index++ : static_cast<size_t>(field_index(first));
       if (idx >= args.pos.size()) fail("Replacement index " + std::to_string(idx) + " out of range for positional args tuple");
       v = args.pos[idx];
     } else {
@@ -353,7 +362,7 @@ std::string str_format(Interpreter& in, const std::string& fmt, CallArgs& args) 
         if (j == std::string::npos) fail("Missing ']' in format string");
         std::string key = field.substr(i + 1, j - i - 1);
         bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-        v = in.getitem(v, digits ? Value(static_cast<int64_t>(std::stoll(key))) : Value(key));
+        v = in.getitem(v, digits ? Value(field_index(key)) : Value(key));
         i = j + 1;
       }
     }

@@ -169,6 +169,23 @@ TEST(ChatLimits, RunawayTemplatesStopWithinSeconds) {
       "a loop over a long string");
 }
 
+TEST(ChatLimits, FloatLiteralsOutOfRangeFollowPython) {
+  EXPECT_EQ(render("{{ 1e400 }} {{ -1e400 }} {{ 1e-400 }} {{ 1e-310 }} {{ 1_0e4_00 }}"), "inf -inf 0.0 1e-310 inf");
+  EXPECT_EQ(render("{{ '1e400'|float }} {{ '1e400'|filesizeformat }} {{ -1e30|filesizeformat }}"),
+            "inf inf YB -1000000000000000019884624838656 Bytes");
+  EXPECT_NE(error_of("{{ 'abc'|filesizeformat }}").find("could not convert string to float: 'abc'"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '-1e400'|filesizeformat }}").find("cannot convert float infinity to integer"),
+            std::string::npos);
+  // Indexes beyond int64 in format fields and attribute paths.
+  json ctx = {{"l", {1, 2}}};
+  EXPECT_NE(error_of("{{ '{0[99999999999999999999]}'.format(l) }}", ctx).find("Too many decimal digits"),
+            std::string::npos);
+  EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("Too many decimal digits"),
+            std::string::npos);
+  EXPECT_EQ(render("{{ l|map(attribute='99999999999999999999')|list }}", ctx), "[Undefined, Undefined]");
+}
+
 // A conversation of `n` messages: user turns, assistant turns with reasoning and a tool call,
 // tool results and final answers.
 json conversation(int n) {
