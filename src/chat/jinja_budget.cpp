@@ -9,6 +9,7 @@ namespace dflash::jinja {
 namespace {
 
 thread_local RenderBudget* active = nullptr;
+thread_local int value_depth = 0;
 
 std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
@@ -41,6 +42,15 @@ size_t list_bytes(const ValueList& items) {
     if (v.is_string()) bytes += v.str().size();
   return bytes;
 }
+
+ValueNesting::ValueNesting() {
+  if (value_depth >= kMaxValueDepth)
+    fail("chat template exceeded the limit of " + std::to_string(kMaxValueDepth) +
+         " nested values (lists, dicts and namespaces inside each other)");
+  ++value_depth;
+}
+
+ValueNesting::~ValueNesting() { --value_depth; }
 
 void RenderBudget::exceeded() {
   fail("chat template exceeded its budget of " + std::to_string(kMaxSteps) +

@@ -39,6 +39,21 @@ constexpr uint64_t kStepsPerIteration = 4;  // a new scope with the target and `
 // AddressSanitizer); jinja2 stops sooner, as each level spends several of Python's 1000 frames.
 constexpr int kMaxRenderDepth = 1000;
 
+// How deeply values may nest inside each other for the functions that walk them recursively
+// (str, repr, tojson, ==, <, hashing, reading the context from JSON): a loop can wrap a list in
+// a list millions of times, and printing that would overflow the stack. Python stops such
+// walks near its recursion limit of 1000; real data (tool schemas) nests a few dozen levels.
+constexpr int kMaxValueDepth = 500;
+
+// One level of such a walk; fails beyond kMaxValueDepth.
+class ValueNesting {
+ public:
+  ValueNesting();
+  ~ValueNesting();
+  ValueNesting(const ValueNesting&) = delete;
+  ValueNesting& operator=(const ValueNesting&) = delete;
+};
+
 // Fails the render when a string or list of `bytes` would be made; called before allocating.
 void check_size(size_t bytes);
 // The same for a list of n items, and for n copies of something of `bytes`.

@@ -24,12 +24,14 @@ Value from_json(const nlohmann::ordered_json& j) {
     case T::number_float: return Value(j.get<double>());
     case T::string: return Value(j.get<std::string>());
     case T::array: {
+      ValueNesting nesting;
       ValueList items;
       items.reserve(j.size());
       for (const auto& x : j) items.push_back(from_json(x));
       return Value::make_list(std::move(items));
     }
     case T::object: {
+      ValueNesting nesting;
       auto d = std::make_shared<DictData>();
       d->items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
@@ -96,6 +98,7 @@ static void dump(std::string& out, const Value& v, const JsonOptions& opt, int d
     case Type::Float: out += json_float(v.as_double()); return;
     case Type::String: json_escape(out, v.str(), opt.ensure_ascii); return;
     case Type::List: {
+      ValueNesting nesting;
       const ListData& l = v.list();
       if (l.kind != ListKind::List && l.kind != ListKind::Tuple) break;
       if (l.items.empty()) {
@@ -113,6 +116,7 @@ static void dump(std::string& out, const Value& v, const JsonOptions& opt, int d
       return;
     }
     case Type::Dict: {
+      ValueNesting nesting;
       const DictData& d = v.dict();
       if (d.items.empty()) {
         out += "{}";

@@ -21,6 +21,18 @@ void Scope::set(const std::string& name, Value v) {
 
 // ---- objects ----
 
+// A namespace inside itself prints as in Python, where the dict repr inside it guards against
+// recursion: the inner one shows its attributes as {...}.
+std::string Namespace::repr() const {
+  if (in_repr_) return "<Namespace {...}>";
+  in_repr_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{in_repr_};
+  return "<Namespace " + to_str(Value(attrs_)) + ">";
+}
+
 std::optional<Value> Namespace::getattr(const std::string& name) {
   if (const Value* v = attrs_->find(std::string_view(name))) return *v;
   return std::nullopt;

@@ -40,6 +40,50 @@ void fail_undefined(const Value& v) {
   fail(info && !info->message.empty() ? info->message : "value is undefined");
 }
 
+// ---- destruction ----
+
+void Value::take_contents(ValueList& into) {
+  if (auto* l = std::get_if<std::shared_ptr<ListData>>(&v_); l && l->use_count() == 1) {
+    for (auto& x : (*l)->items) into.push_back(std::move(x));
+    (*l)->items.clear();
+  } else if (auto* d = std::get_if<std::shared_ptr<DictData>>(&v_); d && d->use_count() == 1) {
+    for (auto& kv : (*d)->items) {
+      into.push_back(std::move(kv.first));
+      into.push_back(std::move(kv.second));
+    }
+    (*d)->items.clear();
+  }
+}
+
+namespace {
+
+// Destroys the values in `pending` and everything they alone hold, with a work list instead
+// of recursion.
+void dismantle(ValueList& pending) {
+  while (!pending.empty()) {
+    Value v = std::move(pending.back());
+    pending.pop_back();
+    v.take_contents(pending);
+  }
+}
+
+}  // namespace
+
+ListData::~ListData() {
+  ValueList pending;
+  for (auto& x : items) x.take_contents(pending);
+  dismantle(pending);
+}
+
+DictData::~DictData() {
+  ValueList pending;
+  for (auto& kv : items) {
+    kv.first.take_contents(pending);
+    kv.second.take_contents(pending);
+  }
+  dismantle(pending);
+}
+
 // ---- dicts ----
 
 Value* DictData::find(const Value& key) {
@@ -192,6 +236,7 @@ std::string to_str(const Value& v) {
     case Type::Float: return float_repr(v.as_double());
     case Type::String: return v.str();
     case Type::List: {
+      ValueNesting nesting;
       const ListData& l = v.list();
       switch (l.kind) {
         case ListKind::List: return "[" + join_reprs(l.items) + "]";
@@ -203,6 +248,7 @@ std::string to_str(const Value& v) {
       return "";
     }
     case Type::Dict: {
+      ValueNesting nesting;
       std::string out = "{";
       bool first = true;
       for (const auto& kv : v.dict().items) {
@@ -290,6 +336,7 @@ bool py_equal(const Value& a, const Value& b) {
     case Type::None: return true;
     case Type::String: return a.str() == b.str();
     case Type::List: {
+      ValueNesting nesting;
       const ListData &x = a.list(), &y = b.list();
       if (x.kind == ListKind::Generator || y.kind == ListKind::Generator) return &x == &y;
       if (x.kind != y.kind) return false;
@@ -299,6 +346,7 @@ bool py_equal(const Value& a, const Value& b) {
       return true;
     }
     case Type::Dict: {
+      ValueNesting nesting;
       const DictData &x = a.dict(), &y = b.dict();
       if (x.items.size() != y.items.size()) return false;
       for (const auto& kv : x.items) {
@@ -318,6 +366,7 @@ bool py_less(const Value& a, const Value& b) {
   if (a.is_string() && b.is_string()) return a.str() < b.str();
   if (a.is_list() && b.is_list() && a.list().kind == b.list().kind &&
       (a.list().kind == ListKind::List || a.list().kind == ListKind::Tuple)) {
+    ValueNesting nesting;
     const ValueList &x = a.list().items, &y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (py_equal(x[i], y[i])) continue;
@@ -331,12 +380,14 @@ bool py_less(const Value& a, const Value& b) {
 bool is_hashable(const Value& v) {
   switch (v.type()) {
     case Type::Dict: return false;
-    case Type::List:
+    case Type::List: {
       if (v.list().kind == ListKind::Generator) return true;
       if (v.list().kind != ListKind::Tuple) return false;
+      ValueNesting nesting;
       for (const auto& x : v.list().items)
         if (!is_hashable(x)) return false;
       return true;
+    }
     default: return true;
   }
 }

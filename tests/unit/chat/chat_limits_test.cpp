@@ -12,8 +12,8 @@ namespace {
 
 using test::error_of;
 using test::json;
-using test::render;
 using test::package_template;
+using test::render;
 using test::source_file;
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -184,6 +184,30 @@ TEST(ChatLimits, FloatLiteralsOutOfRangeFollowPython) {
   EXPECT_NE(error_of("{{ '{99999999999999999999}'.format(1) }}").find("Too many decimal digits"),
             std::string::npos);
   EXPECT_EQ(render("{{ l|map(attribute='99999999999999999999')|list }}", ctx), "[Undefined, Undefined]");
+}
+
+TEST(ChatLimits, DeeplyNestedValuesStopAtALimitInsteadOfOverflowingTheStack) {
+  // 200,000 lists inside each other are built and destroyed without recursing.
+  EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(200) %}{% for j in range(1000) %}"
+                   "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}{{ ns.x|length }}"),
+            "1");
+  // What walks them recursively stops at 500 levels.
+  auto nested = [](const std::string& wrap, const std::string& use) {
+    return "{% set ns = namespace(x=1) %}{% for i in range(1000) %}{% set ns.x = " + wrap +
+           " %}{% endfor %}" + use;
+  };
+  for (const auto& src : {nested("[ns.x]", "{{ ns.x }}"), nested("[ns.x]", "{{ ns.x == ns.x }}"),
+                          nested("[ns.x]", "{{ ns.x in [ns.x] }}"), nested("[ns.x]", "{{ [ns.x, ns.x]|sort }}"),
+                          nested("[ns.x]", "{{ ns.x|tojson }}"), nested("(ns.x,)", "{{ {ns.x: 1} }}"),
+                          nested("{'a': ns.x}", "{{ ns.x }}"), nested("namespace(a=ns.x)", "{{ ns.x }}")}) {
+    std::string err = error_of(src);
+    EXPECT_NE(err.find("chat template exceeded the limit of 500 nested values"), std::string::npos) << src << ": " << err;
+  }
+  std::string deep_json = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(error_of("{{ x }}", {{"x", json::parse(deep_json)}}).find("500 nested values"), std::string::npos);
+  // A namespace inside itself prints as in Python.
+  EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% set ns.x = [ns, ns] %}{{ ns }}"),
+            "<Namespace {'x': [<Namespace {...}>, <Namespace {...}>]}>");
 }
 
 // A conversation of `n` messages: user turns, assistant turns with reasoning and a tool call,
