@@ -48,6 +48,7 @@ struct CallArgsExpr {
 struct Expr {
   ExprKind kind;
   int line = 0;
+  int depth = 1;  // levels of the subtree this node heads, bounded by the parser
   Value value;
   std::string name;
   std::string op;
@@ -84,6 +85,7 @@ enum class StmtKind : uint8_t {
 struct Stmt {
   StmtKind kind;
   int line = 0;
+  int depth = 1;  // levels of the subtree this node heads, bounded by the parser
   std::string text;
   ExprPtr expr;
   ExprPtr cond;

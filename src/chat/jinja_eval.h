@@ -5,10 +5,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "chat/jinja_ast.h"
+#include "chat/jinja_budget.h"
 #include "chat/jinja_value.h"
 
 namespace dflash::jinja {
@@ -36,6 +38,7 @@ class Interpreter {
 
   std::string render(const Body& body);
 
+  // Evaluates one node, counting it against the render's depth and work limits.
   Value eval(const Expr& e, const ScopePtr& scope);
   Value call(const Value& callee, CallArgs& args);
   Value getattr(const Value& obj, const std::string& name);
@@ -53,6 +56,18 @@ class Interpreter {
 
  private:
   enum class Flow { Normal, Break, Continue };
+  // Counts one level of render-time nesting and one step for the node it guards.
+  class Nested {
+   public:
+    explicit Nested(Interpreter& in);
+    ~Nested() { --in_.nesting_; }
+
+   private:
+    Interpreter& in_;
+  };
+  Value eval_node(const Expr& e, const ScopePtr& scope);
+  // Appends to a rendering, within kMaxOutputBytes.
+  void emit(std::string& out, std::string_view text);
   Flow exec(const Body& body, const ScopePtr& scope, std::string& out);
   Flow exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out);
   void exec_call_block(const Stmt& s, const ScopePtr& scope, std::string& out);
@@ -68,7 +83,9 @@ class Interpreter {
   RenderHooks hooks_;
   std::vector<std::pair<std::string, Value>> globals_;
   std::vector<std::shared_ptr<Object>> tracked_;
-  int depth_ = 0;
+  int depth_ = 0;    // nested macro calls
+  int nesting_ = 0;  // nested evaluations of any kind
+  RenderBudget budget_;
 };
 
 }  // namespace dflash::jinja

@@ -1,7 +1,10 @@
 // Python's two string formatting languages: printf-style `%` and str.format().
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_eval.h"
 #include "chat/jinja_strings.h"
@@ -29,8 +32,21 @@ std::string to_base(int64_t v, int base, bool upper) {
   return out;
 }
 
+// A width or precision written in a format: saturates instead of overflowing, so that a huge
+// one fails the size limit where it is used.
+template <class Text>
+int read_count(const Text& s, size_t& i) {
+  int n = -1;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    int d = static_cast<int>(s[i++] - '0');
+    n = n < 0 ? d : n > (INT_MAX - d) / 10 ? INT_MAX : n * 10 + d;
+  }
+  return n;
+}
+
 // Digits of a float for the fixed/exponent/general conversions, without sign.
 std::string float_body(double d, char type, int precision, bool alt) {
+  check_size(static_cast<size_t>(precision));
   d = std::fabs(d);
   if (std::isinf(d)) return type >= 'A' && type <= 'Z' ? "INF" : "inf";
   if (std::isnan(d)) return type >= 'A' && type <= 'Z' ? "NAN" : "nan";
@@ -50,6 +66,7 @@ std::string pad_number(const std::string& sign, const std::string& body, const P
   size_t len = utf8_length(sign) + utf8_length(body);
   size_t w = s.width < 0 ? 0 : static_cast<size_t>(s.width);
   if (len >= w) return sign + body;
+  check_size(w);
   std::string pad(w - len, s.zero && !s.left ? '0' : ' ');
   if (s.left) return sign + body + pad;
   if (s.zero) return sign + pad + body;
@@ -81,8 +98,10 @@ std::string percent_one(const PercentSpec& s, const Value& v) {
       else fail(std::string("%") + s.conv + " format: a real number is required, not " + type_name(v));
       int base = s.conv == 'o' ? 8 : (s.conv == 'x' || s.conv == 'X') ? 16 : 10;
       std::string body = to_base(n, base, s.conv == 'X');
-      if (s.precision >= 0 && static_cast<int>(body.size()) < s.precision)
+      if (s.precision >= 0 && static_cast<int>(body.size()) < s.precision) {
+        check_size(static_cast<size_t>(s.precision));
         body.insert(0, static_cast<size_t>(s.precision) - body.size(), '0');
+      }
       if (s.alt && base != 10) body = (base == 8 ? "0o" : s.conv == 'X' ? "0X" : "0x") + body;
       std::string sign = n < 0 ? "-" : s.plus ? "+" : s.space ? " " : "";
       return pad_number(sign, body, s);
@@ -113,6 +132,15 @@ std::string percent_one(const PercentSpec& s, const Value& v) {
 }
 
 // ---- str.format ----
+
+// A field's argument number or [index]: Python refuses more digits than its ssize_t holds.
+int64_t field_index(const std::string& digits) {
+  int64_t n = 0;
+  for (char c : digits)
+    if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, c - '0', &n))
+      fail("Too many decimal digits in format string");
+  return n;
+}
 
 struct FormatSpec {
   char32_t fill = ' ';
@@ -146,16 +174,11 @@ FormatSpec parse_spec(const std::string& text) {
     f.zero = true;
     ++i;
   }
-  auto number = [&]() {
-    int n = -1;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') n = (n < 0 ? 0 : n) * 10 + static_cast<int>(s[i++] - '0');
-    return n;
-  };
-  f.width = number();
+  f.width = read_count(s, i);
   if (i < s.size() && (s[i] == ',' || s[i] == '_')) f.grouping = static_cast<char>(s[i++]);
   if (i < s.size() && s[i] == '.') {
     ++i;
-    f.precision = number();
+    f.precision = read_count(s, i);
     if (f.precision < 0) fail("Format specifier missing precision");
   }
   if (i < s.size()) f.type = static_cast<char>(s[i++]);
@@ -282,11 +305,9 @@ std::string printf_format(const std::string& fmt, const Value& args) {
     auto number = [&]() {
       if (i < fmt.size() && fmt[i] == '*') {
         ++i;
-        return static_cast<int>(int_arg(take(), "*"));
+        return static_cast<int>(std::clamp<int64_t>(int_arg(take(), "*"), -INT_MAX, INT_MAX));
       }
-      int n = -1;
-      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') n = (n < 0 ? 0 : n) * 10 + (fmt[i++] - '0');
-      return n;
+      return read_count(fmt, i);
     };
     s.width = number();
     if (s.width < -1) {
@@ -318,7 +339,7 @@ std::string str_format(Interpreter& in, const std::string& fmt, CallArgs& args) 
     std::string first = field.substr(0, end);
     Value v;
     if (first.empty() || std::all_of(first.begin(), first.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      size_t idx = first.empty() ? auto_index++ : std::stoul(first);
+      size_t idx = first.empty() ? auto_index++ : static_cast<size_t>(field_index(first));
       if (idx >= args.pos.size()) fail("Replacement index " + std::to_string(idx) + " out of range for positional args tuple");
       v = args.pos[idx];
     } else {
@@ -341,7 +362,7 @@ std::string str_format(Interpreter& in, const std::string& fmt, CallArgs& args) 
         if (j == std::string::npos) fail("Missing ']' in format string");
         std::string key = field.substr(i + 1, j - i - 1);
         bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
-        v = in.getitem(v, digits ? Value(static_cast<int64_t>(std::stoll(key))) : Value(key));
+        v = in.getitem(v, digits ? Value(field_index(key)) : Value(key));
         i = j + 1;
       }
     }

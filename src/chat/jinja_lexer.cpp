@@ -1,6 +1,7 @@
 #include "chat/jinja_lexer.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "chat/jinja_unicode.h"
 #include "util/error.h"
@@ -280,7 +281,9 @@ class Lexer {
         Token t;
         t.type = Tok::Float;
         t.value = strip_underscores(s_.substr(i, n));
-        t.float_value = std::stod(t.value);
+        // strtod, not stod: a literal out of double's range becomes inf or 0.0 as in Python,
+        // where stod would throw.
+        t.float_value = std::strtod(t.value.c_str(), nullptr);
         t.line = line_;
         out_.push_back(std::move(t));
         i += n;

@@ -1,6 +1,7 @@
 // The sandbox-visible methods of Python's str, list, tuple and dict.
 #include <algorithm>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_strings.h"
 #include "chat/jinja_unicode.h"
@@ -161,8 +162,8 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string())
         fail("sequence item " + std::to_string(i) + ": expected str instance, " + type_name(items[i]) + " found");
-      if (i) out += s;
-      out += items[i].str();
+      if (i) append_checked(out, s);
+      append_checked(out, items[i].str());
     }
     return Value(std::move(out));
   }
@@ -182,6 +183,7 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     Binder b(fn, args, {"width"}, 1);
     int64_t w = int_arg(b[0], "width"), len = py_len(Value(s));
     if (w <= len) return Value(s);
+    check_size(static_cast<uint64_t>(w - len));
     std::string pad(static_cast<size_t>(w - len), '0');
     if (!s.empty() && (s[0] == '+' || s[0] == '-')) return Value(s.substr(0, 1) + pad + s.substr(1));
     return Value(pad + s);

@@ -16,7 +16,7 @@ class Namespace : public Object {
  public:
   Namespace() : attrs_(std::make_shared<DictData>()) {}
   std::string type_name() const override { return "Namespace"; }
-  std::string repr() const override { return "<Namespace " + to_str(Value(attrs_)) + ">"; }
+  std::string repr() const override;
   std::optional<Value> getattr(const std::string& name) override;
   bool is_namespace() const override { return true; }
   void setattr(const std::string& name, Value v) override { attrs_->set(Value(name), std::move(v)); }
@@ -24,6 +24,7 @@ class Namespace : public Object {
 
  private:
   std::shared_ptr<DictData> attrs_;
+  mutable bool in_repr_ = false;
 };
 
 class LoopContext : public Object, public std::enable_shared_from_this<LoopContext> {

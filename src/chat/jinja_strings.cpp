@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_unicode.h"
 #include "chat/jinja_value.h"
 
@@ -155,7 +156,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     std::u32string u = utf8_decode(s);
     for (size_t i = 0; i <= u.size(); ++i) {
       if (count > 0) {
-        out += repl;
+        append_checked(out, repl);
         --count;
       }
       if (i < u.size()) utf8_append(out, u[i]);
@@ -167,7 +168,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     size_t f = s.find(old, pos);
     if (f == std::string_view::npos) break;
     out.append(s.substr(pos, f - pos));
-    out.append(repl);
+    append_checked(out, repl);
     pos = f + old.size();
     --count;
   }
@@ -219,7 +220,9 @@ int64_t py_count(std::string_view s, std::string_view sub, std::optional<int64_t
 }
 
 std::string py_repeat(std::string_view s, int64_t n) {
+  check_repeat(s.size(), n);
   std::string out;
+  if (n > 0) out.reserve(s.size() * static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out += s;
   return out;
 }

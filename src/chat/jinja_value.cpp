@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_unicode.h"
 
 namespace dflash::jinja {
@@ -18,6 +19,7 @@ Value Value::undefined(std::string message, bool unsafe) {
 }
 
 Value Value::make_list(ValueList items, ListKind kind) {
+  charge(items.size());
   auto d = std::make_shared<ListData>();
   d->items = std::move(items);
   d->kind = kind;
@@ -36,6 +38,50 @@ const void* Value::identity() const {
 void fail_undefined(const Value& v) {
   const UndefinedInfo* info = v.undefined_info();
   fail(info && !info->message.empty() ? info->message : "value is undefined");
+}
+
+// ---- destruction ----
+
+void Value::take_contents(ValueList& into) {
+  if (auto* l = std::get_if<std::shared_ptr<ListData>>(&v_); l && l->use_count() == 1) {
+    for (auto& x : (*l)->items) into.push_back(std::move(x));
+    (*l)->items.clear();
+  } else if (auto* d = std::get_if<std::shared_ptr<DictData>>(&v_); d && d->use_count() == 1) {
+    for (auto& kv : (*d)->items) {
+      into.push_back(std::move(kv.first));
+      into.push_back(std::move(kv.second));
+    }
+    (*d)->items.clear();
+  }
+}
+
+namespace {
+
+// Destroys the values in `pending` and everything they alone hold, with a work list instead
+// of recursion.
+void dismantle(ValueList& pending) {
+  while (!pending.empty()) {
+    Value v = std::move(pending.back());
+    pending.pop_back();
+    v.take_contents(pending);
+  }
+}
+
+}  // namespace
+
+ListData::~ListData() {
+  ValueList pending;
+  for (auto& x : items) x.take_contents(pending);
+  dismantle(pending);
+}
+
+DictData::~DictData() {
+  ValueList pending;
+  for (auto& kv : items) {
+    kv.first.take_contents(pending);
+    kv.second.take_contents(pending);
+  }
+  dismantle(pending);
 }
 
 // ---- dicts ----
@@ -190,6 +236,7 @@ std::string to_str(const Value& v) {
     case Type::Float: return float_repr(v.as_double());
     case Type::String: return v.str();
     case Type::List: {
+      ValueNesting nesting;
       const ListData& l = v.list();
       switch (l.kind) {
         case ListKind::List: return "[" + join_reprs(l.items) + "]";
@@ -201,6 +248,7 @@ std::string to_str(const Value& v) {
       return "";
     }
     case Type::Dict: {
+      ValueNesting nesting;
       std::string out = "{";
       bool first = true;
       for (const auto& kv : v.dict().items) {
@@ -276,6 +324,7 @@ static int compare_numbers(const Value& a, const Value& b) {
 }
 
 bool py_equal(const Value& a, const Value& b) {
+  charge(1);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() && std::isnan(a.as_double())) return false;
     if (b.is_float() && std::isnan(b.as_double())) return false;
@@ -287,6 +336,7 @@ bool py_equal(const Value& a, const Value& b) {
     case Type::None: return true;
     case Type::String: return a.str() == b.str();
     case Type::List: {
+      ValueNesting nesting;
       const ListData &x = a.list(), &y = b.list();
       if (x.kind == ListKind::Generator || y.kind == ListKind::Generator) return &x == &y;
       if (x.kind != y.kind) return false;
@@ -296,6 +346,7 @@ bool py_equal(const Value& a, const Value& b) {
       return true;
     }
     case Type::Dict: {
+      ValueNesting nesting;
       const DictData &x = a.dict(), &y = b.dict();
       if (x.items.size() != y.items.size()) return false;
       for (const auto& kv : x.items) {
@@ -310,10 +361,12 @@ bool py_equal(const Value& a, const Value& b) {
 }
 
 bool py_less(const Value& a, const Value& b) {
+  charge(1);
   if (a.is_number() && b.is_number()) return compare_numbers(a, b) < 0;
   if (a.is_string() && b.is_string()) return a.str() < b.str();
   if (a.is_list() && b.is_list() && a.list().kind == b.list().kind &&
       (a.list().kind == ListKind::List || a.list().kind == ListKind::Tuple)) {
+    ValueNesting nesting;
     const ValueList &x = a.list().items, &y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (py_equal(x[i], y[i])) continue;
@@ -327,22 +380,27 @@ bool py_less(const Value& a, const Value& b) {
 bool is_hashable(const Value& v) {
   switch (v.type()) {
     case Type::Dict: return false;
-    case Type::List:
+    case Type::List: {
       if (v.list().kind == ListKind::Generator) return true;
       if (v.list().kind != ListKind::Tuple) return false;
+      ValueNesting nesting;
       for (const auto& x : v.list().items)
         if (!is_hashable(x)) return false;
       return true;
+    }
     default: return true;
   }
 }
 
-ValueList iterate(const Value& v) {
+namespace {
+
+ValueList items_of(const Value& v) {
   switch (v.type()) {
     case Type::Undefined: return {};
     case Type::String: {
       ValueList out;
       const std::string& s = v.str();
+      check_items(utf8_length(s));
       for (size_t i = 0; i < s.size();) {
         size_t j = i + 1;
         while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
@@ -371,6 +429,14 @@ ValueList iterate(const Value& v) {
   fail("'" + type_name(v) + "' object is not iterable");
 }
 
+}  // namespace
+
+ValueList iterate(const Value& v) {
+  ValueList items = items_of(v);
+  charge(items.size());
+  return items;
+}
+
 int64_t py_len(const Value& v) {
   switch (v.type()) {
     case Type::Undefined: return 0;
@@ -382,162 +448,6 @@ int64_t py_len(const Value& v) {
     default: break;
   }
   fail("object of type '" + type_name(v) + "' has no len()");
-}
-
-// ---- JSON ----
-
-Value from_json(const nlohmann::ordered_json& j) {
-  using T = nlohmann::ordered_json::value_t;
-  switch (j.type()) {
-    case T::null: return Value(nullptr);
-    case T::boolean: return Value(j.get<bool>());
-    case T::number_integer: return Value(j.get<int64_t>());
-    case T::number_unsigned: {
-      uint64_t u = j.get<uint64_t>();
-      if (u <= static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<int64_t>(u));
-      return Value(static_cast<double>(u));
-    }
-    case T::number_float: return Value(j.get<double>());
-    case T::string: return Value(j.get<std::string>());
-    case T::array: {
-      ValueList items;
-      items.reserve(j.size());
-      for (const auto& x : j) items.push_back(from_json(x));
-      return Value::make_list(std::move(items));
-    }
-    case T::object: {
-      auto d = std::make_shared<DictData>();
-      d->items.reserve(j.size());
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        Value key(it.key());
-        Value value = from_json(it.value());
-        d->items.emplace_back(std::move(key), std::move(value));
-      }
-      return Value(std::move(d));
-    }
-    default: return Value(nullptr);
-  }
-}
-
-static void json_escape(std::string& out, std::string_view s, bool ensure_ascii) {
-  out.push_back('"');
-  auto hex4 = [&](unsigned v) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "\\u%04x", v);
-    out += buf;
-  };
-  for (char32_t c : utf8_decode(s)) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          hex4(static_cast<unsigned>(c));
-        } else if (ensure_ascii && c >= 0x7F) {
-          if (c >= 0x10000) {
-            char32_t v = c - 0x10000;
-            hex4(0xD800 + static_cast<unsigned>(v >> 10));
-            hex4(0xDC00 + static_cast<unsigned>(v & 0x3FF));
-          } else {
-            hex4(static_cast<unsigned>(c));
-          }
-        } else {
-          utf8_append(out, c);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-static std::string json_float(double d) {
-  if (std::isnan(d)) return "NaN";
-  if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-  return float_repr(d);
-}
-
-static void dump(std::string& out, const Value& v, const JsonOptions& opt, int depth) {
-  auto newline = [&](int level) {
-    out.push_back('\n');
-    for (int i = 0; i < level; ++i) out += *opt.indent;
-  };
-  switch (v.type()) {
-    case Type::None: out += "null"; return;
-    case Type::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Type::Int: out += std::to_string(v.as_int()); return;
-    case Type::Float: out += json_float(v.as_double()); return;
-    case Type::String: json_escape(out, v.str(), opt.ensure_ascii); return;
-    case Type::List: {
-      const ListData& l = v.list();
-      if (l.kind != ListKind::List && l.kind != ListKind::Tuple) break;
-      if (l.items.empty()) {
-        out += "[]";
-        return;
-      }
-      out.push_back('[');
-      for (size_t i = 0; i < l.items.size(); ++i) {
-        if (i) out += opt.item_sep;
-        if (opt.indent) newline(depth + 1);
-        dump(out, l.items[i], opt, depth + 1);
-      }
-      if (opt.indent) newline(depth);
-      out.push_back(']');
-      return;
-    }
-    case Type::Dict: {
-      const DictData& d = v.dict();
-      if (d.items.empty()) {
-        out += "{}";
-        return;
-      }
-      std::vector<std::pair<std::string, const Value*>> entries;
-      std::vector<const Value*> keys;
-      for (const auto& kv : d.items) {
-        const Value& k = kv.first;
-        std::string key;
-        if (k.is_string()) key = k.str();
-        else if (k.is_bool()) key = k.as_bool() ? "true" : "false";
-        else if (k.is_int()) key = std::to_string(k.as_int());
-        else if (k.is_float()) key = json_float(k.as_double());
-        else if (k.is_none()) key = "null";
-        else fail("keys must be str, int, float, bool or None, not " + type_name(k));
-        entries.emplace_back(std::move(key), &kv.second);
-        keys.push_back(&k);
-      }
-      if (opt.sort_keys) {
-        std::vector<size_t> order(entries.size());
-        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-        std::stable_sort(order.begin(), order.end(),
-                         [&](size_t a, size_t b) { return py_less(*keys[a], *keys[b]); });
-        std::vector<std::pair<std::string, const Value*>> sorted;
-        for (size_t i : order) sorted.push_back(entries[i]);
-        entries = std::move(sorted);
-      }
-      out.push_back('{');
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (i) out += opt.item_sep;
-        if (opt.indent) newline(depth + 1);
-        json_escape(out, entries[i].first, opt.ensure_ascii);
-        out += opt.key_sep;
-        dump(out, *entries[i].second, opt, depth + 1);
-      }
-      if (opt.indent) newline(depth);
-      out.push_back('}');
-      return;
-    }
-    default: break;
-  }
-  fail("Object of type " + type_name(v) + " is not JSON serializable");
-}
-
-std::string to_json(const Value& v, const JsonOptions& opt) {
-  std::string out;
-  dump(out, v, opt, 0);
-  return out;
 }
 
 }  // namespace dflash::jinja

@@ -43,7 +43,12 @@ struct UndefinedInfo {
   bool unsafe = false;   // a sandbox-blocked attribute: using it is a SecurityError
 };
 
+// Both destroy what they alone hold one level at a time (see Value::take_contents).
 struct ListData {
+  ListData() = default;
+  ListData(const ListData&) = default;
+  ListData& operator=(const ListData&) = default;
+  ~ListData();
   ValueList items;
   ListKind kind = ListKind::List;
   std::string view_name;  // dict_items / dict_keys / dict_values for views
@@ -51,6 +56,10 @@ struct ListData {
 };
 
 struct DictData {
+  DictData() = default;
+  DictData(const DictData&) = default;
+  DictData& operator=(const DictData&) = default;
+  ~DictData();
   std::vector<std::pair<Value, Value>> items;
   Value* find(const Value& key);
   Value* find(std::string_view key);
@@ -121,6 +130,10 @@ class Value {
   const UndefinedInfo* undefined_info() const { return std::get<0>(v_).get(); }
   // Identity, for `is sameas` and the equality of objects that compare by identity.
   const void* identity() const;
+  // Moves the items (or keys and values) of a list or dict that no other value shares into
+  // `into`. A template can nest lists a million deep, which destroying recursively would
+  // overflow the stack; ~ListData and ~DictData take them apart with this instead.
+  void take_contents(ValueList& into);
 
  private:
   std::variant<std::shared_ptr<const UndefinedInfo>, std::nullptr_t, bool, int64_t, double,

