@@ -21,8 +21,10 @@ if (!BIN) {
 
 const servers = new Set();
 
-export async function startServer(args = [], { readyMs = 60000 } = {}) {
-  const proc = spawn(BIN, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2', ...args], {
+export const ASAN_BIN = process.env.DFLASH_ASAN_BIN;
+
+export async function startServer(args = [], { readyMs = 60000, bin = BIN } = {}) {
+  const proc = spawn(bin, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2', ...args], {
     cwd: SRC, stdio: ['ignore', 'ignore', 'pipe'],
   });
   const logs = [];
