@@ -301,10 +301,12 @@ async function suite(label, bin) {
       const dir = modelWithTemplate('work', tpl);
       const s = await startServer(['--model', dir], { bin });
       const t0 = Date.now();
-      const r = await post(s.url + CHAT, HI, { timeoutMs: 30000 });
+      const r = await post(s.url + CHAT, HI, { timeoutMs: 90000 });
       const ms = Date.now() - t0;
       assert(r.status === 400 && r.json.error.code === 'template_error', `status ${r.status} ${r.text.slice(0, 200)}`);
-      assert(ms < 10000, `answered after ${ms} ms`);
+      // The step budget is about 1.5 s of CPU in Release; AddressSanitizer runs it ~10x slower.
+      const limit = label === 'asan' ? 45000 : 10000;
+      assert(ms < limit, `answered after ${ms} ms`);
       const c = await post(s.url + '/v1/completions', { prompt: 'def f', max_tokens: 4 });
       assert(c.status === 200, 'completions afterwards ' + c.status);
       await s.stop();
