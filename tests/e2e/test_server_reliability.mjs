@@ -133,7 +133,8 @@ function serveMustFail(bin, args, ms = 60000) {
 }
 
 async function suite(label, bin) {
-  const server = await startServer(['--model', DEMO_TARGET, '--queue-size', '4', '--header-timeout', '3', '--body-timeout', '3',
+  // A long context, so the long requests below are still generating when their clients leave.
+  const server = await startServer(['--model', DEMO_TARGET, '--ctx-size', '32768', '--queue-size', '4', '--header-timeout', '3', '--body-timeout', '3',
     '--max-conns-per-client', '56'], { bin });
   const url = server.url;
   await post(url + CHAT, HI);
@@ -266,7 +267,7 @@ async function suite(label, bin) {
   await server.stop();
 
   await checks.check(`[${label}] the queue-full message counts the waiting requests only`, async () => {
-    const small = await startServer(['--model', DEMO_TARGET, '--queue-size', '1'], { bin });
+    const small = await startServer(['--model', DEMO_TARGET, '--ctx-size', '32768', '--queue-size', '1'], { bin });
     const a = plainThenLeave(small.url, LONG(100000), 3000);
     await sleep(300);
     const b = plainThenLeave(small.url, LONG(50), 2500);
