@@ -18,11 +18,12 @@ thread_local Connection* t_current = nullptr;
 
 using Clock = std::chrono::steady_clock;
 
-std::string peer_ip(int fd, int* port) {
+// "a.b.c.d" or an IPv6 address, and the port, of getpeername's or getsockname's answer.
+std::string address_of(int fd, bool peer, int* port) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   *port = 0;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
+  if ((peer ? getpeername : getsockname)(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "";
   char buf[INET6_ADDRSTRLEN] = {0};
   if (addr.ss_family == AF_INET) {
     auto* a = reinterpret_cast<sockaddr_in*>(&addr);
@@ -63,7 +64,7 @@ class DeadlineStream : public httplib::Stream {
  public:
   DeadlineStream(Connection& c, time_t read_timeout_s, time_t write_timeout_s)
       : c_(c), read_timeout_ms_(int(read_timeout_s * 1000)), write_timeout_ms_(int(write_timeout_s * 1000)) {
-    ip_ = peer_ip(c.fd_, &port_);
+    ip_ = address_of(c.fd_, true, &port_);
   }
 
   bool is_readable() const override { return buffered() > 0 || wait_fd(c_.fd_, POLLIN, read_timeout_ms_); }
@@ -89,24 +90,7 @@ class DeadlineStream : public httplib::Stream {
     ip = ip_;
     port = port_;
   }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    ip.clear();
-    port = 0;
-    if (getsockname(c_.fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
-    char buf[INET6_ADDRSTRLEN] = {0};
-    if (addr.ss_family == AF_INET) {
-      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
-      inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-      port = ntohs(a->sin_port);
-    } else if (addr.ss_family == AF_INET6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
-      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-      port = ntohs(a->sin6_port);
-    }
-    ip = buf;
-  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { ip = address_of(c_.fd_, false, &port); }
   socket_t socket() const override { return c_.fd_; }
 
   size_t buffered() const { return len_ - pos_; }
@@ -240,7 +224,7 @@ bool GuardedServer::wait_for_request(DeadlineStream& strm) {
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   int port = 0;
-  const std::string ip = peer_ip(sock, &port);
+  const std::string ip = address_of(sock, true, &port);
   bool ret = false;
   if (!admit(ip)) {
     refuse(sock, ip);
