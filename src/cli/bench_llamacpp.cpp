@@ -20,7 +20,6 @@
 #include "cli/common.h"
 #include "cli/convert.h"
 #include "formats/gguf.h"
-#include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
 #include "util/error.h"
 #include "util/mapped_file.h"

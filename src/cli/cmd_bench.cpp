@@ -16,7 +16,6 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "decoding/generator.h"
-#include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
 #include "models/arch/arch_spec.h"
 #include "util/error.h"
