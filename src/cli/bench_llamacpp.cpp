@@ -18,7 +18,7 @@
 #include "cli/bandwidth.h"
 #include "cli/bench_shapes.h"
 #include "cli/common.h"
-#include "cli/convert.h"
+#include "models/gguf_write.h"
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
 #include "util/error.h"
