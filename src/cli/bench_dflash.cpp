@@ -4,12 +4,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "chat/simple_chat_prompt.h"
 #include "cli/bench_shapes.h"
-#include "cli/common.h"
 #include "decoding/speculative.h"
 #include "formats/json_file.h"
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
+#include "models/model_files.h"
 #include "util/error.h"
 #include "util/timer.h"
 

@@ -17,10 +17,10 @@
 
 #include "cli/bandwidth.h"
 #include "cli/bench_shapes.h"
-#include "cli/common.h"
-#include "models/gguf_write.h"
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
+#include "models/gguf_write.h"
+#include "models/model_files.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 #include "util/peak_rss.h"

@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
+#include "models/model_files.h"
 #include "util/error.h"
 
 namespace dflash::cli {
