@@ -1,11 +1,11 @@
-#include "cli/bench_dflash.h"
+#include "bench/dflash_bench.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bench/model_speed.h"
 #include "chat/simple_chat_prompt.h"
-#include "cli/bench_shapes.h"
 #include "decoding/speculative.h"
 #include "formats/json_file.h"
 #include "models/dflash2_draft.h"
@@ -14,7 +14,7 @@
 #include "util/error.h"
 #include "util/timer.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 namespace {
 
@@ -317,4 +317,4 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   return doc;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

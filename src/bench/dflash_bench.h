@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 struct DflashBenchOptions {
   std::string model, draft, draft2, prompts_file, weights = "bf16";
@@ -23,4 +23,4 @@ struct DflashBenchOptions {
 // Returns {regimes, cost_model[, predicted_shapes]} (what --json prints; `bench --plot` draws it).
 nlohmann::json run_dflash_bench(const DflashBenchOptions& o);
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench
