@@ -1,4 +1,6 @@
 #pragma once
+// dflash bench --draft: plain and DFlash speculative decoding on the same prompts, and the
+// measured cost model that predicts the speedup.
 #include <string>
 #include <vector>
 

@@ -1,4 +1,5 @@
 #pragma once
+// dflash bench --cache-type: decode speed per KV cache format at a long context.
 #include <string>
 #include <vector>
 
