@@ -2,12 +2,14 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "chat/simple_chat_prompt.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "decoding/spec_report.h"
 #include "decoding/generator.h"
 #include "decoding/speculative.h"
 #include "models/dflash_draft.h"
+#include "models/model_files.h"
 #include "util/error.h"
 
 namespace dflash::cli {

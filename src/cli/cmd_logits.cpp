@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
+#include "models/model_files.h"
 #include "util/error.h"
 
 namespace dflash::cli {

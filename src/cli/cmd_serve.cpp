@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "formats/json_file.h"
 #include "models/dflash_draft.h"
+#include "models/model_files.h"
 #include "server/http_server.h"
 #include "util/error.h"
 #include "util/mapped_file.h"

@@ -77,4 +77,14 @@ void f32_to_f16_row(const float* x, int64_t n, uint16_t* out);
 // Which SIMD target the fast kernels dispatched to on this machine (for bench output).
 const char* simd_target_name();
 
+// The block-quantized formats whose matmul quantizes the activations to int8 and multiplies
+// in integers (kernels/cpu/quant_act.h defines the arithmetic): callers such as the bench
+// measure that path's rate separately, since its compute roof is not the float kernel's.
+inline bool uses_int8_path(WType t) {
+  return t == WType::Q8_0 || t == WType::Q4_0 || t == WType::Q4_K || t == WType::Q6_K;
+}
+// Which SIMD target the int8 kernel dispatched to (it may include targets the float kernel's
+// translation unit does not, e.g. AVX3_DL for VNNI; on ARM, SDOT for the packed formats).
+const char* qmatmul_target_name();
+
 }  // namespace dflash

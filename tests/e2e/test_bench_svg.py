@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The bench's SVG writer (src/cli/svg_plot.cpp), through `dflash bench --plot-from F.json
+"""The bench's SVG writer (src/bench/svg_plot.cpp), through `dflash bench --plot-from F.json
 --plot F.svg`: the output is well-formed XML (xml.etree), has one panel and one polyline per
 expected curve with one point (and one marker) per data point, points inside the canvas, the
 y axis pointing up (larger values higher), and text escaped (a model name with <&>"').

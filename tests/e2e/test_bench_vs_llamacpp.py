@@ -23,7 +23,7 @@ from harness import BIN, check, finish  # noqa: E402
 KS = ["1", "2", "4", "5", "8", "16", "32"]
 ROUNDS = 2
 PROMPT, GEN = 32, 16
-# The tiny shape (src/cli/cmd_bench.cpp): 2 layers, 2 kv heads of 64; an f16 cache holds a key
+# The tiny shape (src/bench/model_speed.cpp): 2 layers, 2 kv heads of 64; an f16 cache holds a key
 # and a value row of 64 x 2 bytes per kv head, layer and position.
 KV_BYTES_PER_POS = 2 * 2 * 2 * 64 * 2
 

@@ -47,10 +47,6 @@ struct QuantActs {
   const int16_t* s16row(int r) const { return s16.data() + size_t(r) * size_t(Kp / 16); }
 };
 
-inline bool uses_int8_path(WType t) {
-  return t == WType::Q8_0 || t == WType::Q4_0 || t == WType::Q4_K || t == WType::Q6_K;
-}
-
 // Fast (SIMD) and reference activation quantization; bitwise identical.
 void quantize_acts(const float* x, int M, int64_t K, QuantActs& out);
 // matmul() for the int8 formats: quantizes x, then splits the weight rows over the pool.
@@ -74,9 +70,5 @@ namespace ref {
 void quantize_acts(const float* x, int M, int64_t K, QuantActs& out);
 void qmatmul(const QuantActs& a, int M, const WeightMatrix& w, float* y);
 }  // namespace ref
-
-// Which SIMD target the int8 kernel dispatched to (it may include targets the float kernel's
-// translation unit does not, e.g. AVX3_DL for VNNI).
-const char* qmatmul_target_name();
 
 }  // namespace dflash

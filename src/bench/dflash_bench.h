@@ -1,10 +1,12 @@
 #pragma once
+// dflash bench --draft: plain and DFlash speculative decoding on the same prompts, and the
+// measured cost model that predicts the speedup.
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 struct DflashBenchOptions {
   std::string model, draft, draft2, prompts_file, weights = "bf16";
@@ -23,4 +25,4 @@ struct DflashBenchOptions {
 // Returns {regimes, cost_model[, predicted_shapes]} (what --json prints; `bench --plot` draws it).
 nlohmann::json run_dflash_bench(const DflashBenchOptions& o);
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

@@ -1,15 +1,17 @@
 // dflash bench --cache-type f32,q8,q4 --context N: decode tok/s per KV cache format.
-#include "cli/bench_kv.h"
+#include "bench/kv_cache_bench.h"
 
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "bench/model_speed.h"
+#include "kernels/kernels.h"
 #include "models/kv_cache.h"
 #include "util/timer.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 std::vector<KvBenchRow> run_kv_bench(const std::string& label, const Transformer& m,
                                      const std::vector<std::string>& cache_types, int context, int gen_tokens,
@@ -85,4 +87,17 @@ void print_kv_bench(const std::vector<KvBenchRow>& rows, bool json, int threads)
   }
 }
 
-}  // namespace dflash::cli
+void run_kv_cache_bench(const KvCacheBenchOptions& o) {
+  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
+  std::fprintf(stderr, "threads %d, SIMD %s\n", pool.size(), simd_target_name());
+  std::vector<KvBenchRow> rows;
+  for (const auto& wname : o.weights)
+    for (const auto& s : o.shapes) {
+      auto m = Transformer::random(shape_config(s), parse_wtype(wname), 1);
+      const auto r = run_kv_bench(s, *m, o.cache_types, o.context, o.gen_tokens, o.rounds, pool);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+  print_kv_bench(rows, o.json, pool.size());
+}
+
+}  // namespace dflash::bench

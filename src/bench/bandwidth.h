@@ -1,7 +1,7 @@
 #pragma once
 #include "util/thread_pool.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 // Best-of-several read bandwidth in bytes/s over a buffer much larger than the caches, with
 // the same threads the model uses: the roof that decode speed is compared against.
@@ -13,4 +13,4 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes = size_t(1) << 30, 
 // measurement itself in `fresh`, when given).
 double remeasure_read_bandwidth(ThreadPool& pool, double& best, double* fresh = nullptr);
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

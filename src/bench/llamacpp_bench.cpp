@@ -3,7 +3,7 @@
 // and the forward of K tokens, then llama.cpp (node-llama-cpp's prebuilt CPU library, run by
 // tools/bench/llamacpp_peer.mjs) measures the same on the same file with the same thread
 // count. The two run one after the other, never at the same time; the file is deleted after.
-#include "cli/bench_llamacpp.h"
+#include "bench/llamacpp_bench.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -15,18 +15,17 @@
 #include <cstring>
 #include <map>
 
-#include "cli/bandwidth.h"
-#include "cli/bench_shapes.h"
-#include "cli/common.h"
-#include "cli/convert.h"
+#include "bench/bandwidth.h"
+#include "bench/model_speed.h"
 #include "formats/gguf.h"
-#include "kernels/cpu/quant_act.h"
 #include "kernels/kernels.h"
+#include "models/gguf_write.h"
+#include "models/model_files.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 #include "util/peak_rss.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 namespace {
 
@@ -338,4 +337,4 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& o) {
   return rows;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

@@ -1,19 +1,20 @@
-#include "cli/bench_dflash.h"
+#include "bench/dflash_bench.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_shapes.h"
-#include "cli/common.h"
+#include "bench/model_speed.h"
+#include "chat/simple_chat_prompt.h"
 #include "decoding/speculative.h"
 #include "formats/json_file.h"
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
+#include "models/model_files.h"
 #include "util/error.h"
 #include "util/timer.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 namespace {
 
@@ -316,4 +317,4 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   return doc;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

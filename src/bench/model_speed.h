@@ -1,6 +1,6 @@
 #pragma once
-// The pieces of `dflash bench` that the llama.cpp comparison (bench_llamacpp.cpp) reuses:
-// the random model shapes and the measurement of one model (cmd_bench.cpp).
+// The speed of one model, shared by every bench mode: the random model shapes, the verify cost
+// curve's batch sizes, and the measurement of one model (model_speed.cpp).
 #include <string>
 #include <vector>
 
@@ -9,7 +9,7 @@
 #include "models/transformer.h"
 #include "util/thread_pool.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 // qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny; throws dflash::Error for other names.
 ModelConfig shape_config(const std::string& name);
@@ -47,4 +47,4 @@ double measure_int8_rate(WType t, ThreadPool& pool);
 BenchRow bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens,
                    ThreadPool& pool, double bw, double int8_rate);
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

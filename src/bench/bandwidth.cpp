@@ -1,4 +1,4 @@
-#include "cli/bandwidth.h"
+#include "bench/bandwidth.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "util/mapped_file.h"
 #include "util/timer.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(uint64_t);
@@ -52,4 +52,4 @@ double remeasure_read_bandwidth(ThreadPool& pool, double& best, double* fresh) {
   return best;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

@@ -1,4 +1,4 @@
-#include "cli/svg_plot.h"
+#include "bench/svg_plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 namespace {
 
@@ -261,4 +261,4 @@ void replot_bench(const std::string& json_in, const std::string& plot) {
   write_bench_plot(doc, plot);
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 struct LlamaBenchOptions {
   std::vector<std::string> shapes{"qwen2.5-0.5b", "qwen3-1.7b"};
@@ -26,4 +26,4 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& opt);
 // path of the executable's folder/.., else the current directory.
 std::string find_dflash_root();
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

@@ -1,11 +1,12 @@
 #pragma once
+// dflash bench --cache-type: decode speed per KV cache format at a long context.
 #include <string>
 #include <vector>
 
 #include "models/transformer.h"
 #include "util/thread_pool.h"
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 struct KvBenchRow {
   std::string model, weights, cache;
@@ -22,4 +23,13 @@ std::vector<KvBenchRow> run_kv_bench(const std::string& label, const Transformer
                                      int rounds, ThreadPool& pool);
 void print_kv_bench(const std::vector<KvBenchRow>& rows, bool json, int threads);
 
-}  // namespace dflash::cli
+// dflash bench --cache-type: run_kv_bench on every random-weight shape in every weight format,
+// then print_kv_bench.
+struct KvCacheBenchOptions {
+  std::vector<std::string> shapes, weights, cache_types;
+  int threads = 0, context = 4096, gen_tokens = 64, rounds = 3;
+  bool json = false;
+};
+void run_kv_cache_bench(const KvCacheBenchOptions& o);
+
+}  // namespace dflash::bench

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dflash::cli {
+namespace dflash::bench {
 
 struct PlotSeries {
   std::string name, color;
@@ -38,4 +38,4 @@ void save_bench_outputs(const nlohmann::json& doc, const std::string& json_out, 
 // bench --plot-from F.json --plot F.svg: redraws a saved result.
 void replot_bench(const std::string& json_in, const std::string& plot);
 
-}  // namespace dflash::cli
+}  // namespace dflash::bench

@@ -1,0 +1,138 @@
+// The speed of one model: random-weight shapes, the int8 kernel's rate, and prefill, decode and
+// the forward of K tokens measured against their bandwidth and compute bounds.
+#include "bench/model_speed.h"
+
+#include <algorithm>
+
+#include "decoding/generator.h"
+#include "kernels/kernels.h"
+#include "models/arch/arch_spec.h"
+#include "util/error.h"
+#include "util/peak_rss.h"
+#include "util/timer.h"
+
+namespace dflash::bench {
+
+ModelConfig shape_config(const std::string& name) {
+  ModelConfig c;
+  c.vocab = 151936;
+  c.tie_embeddings = true;
+  c.rope_theta = 1e6;
+  c.eos_ids = {};
+  if (name == "qwen2.5-0.5b") {
+    c.arch = find_arch_by_hf_name("Qwen2ForCausalLM");
+    c.hidden = 896, c.n_layers = 24, c.n_heads = 14, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 4864;
+  } else if (name == "qwen2.5-1.5b") {
+    c.arch = find_arch_by_hf_name("Qwen2ForCausalLM");
+    c.hidden = 1536, c.n_layers = 28, c.n_heads = 12, c.n_kv_heads = 2, c.head_dim = 128, c.ffn = 8960;
+  } else if (name == "qwen3-1.7b") {
+    c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
+    c.hidden = 2048, c.n_layers = 28, c.n_heads = 16, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 6144;
+  } else if (name == "tiny") {  // for smoke tests of the bench itself
+    c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
+    c.hidden = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 512, c.vocab = 4096;
+  } else {
+    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny)");
+  }
+  c.architecture = c.arch->hf_name;
+  c.attention_bias = c.arch->qkv_bias;
+  return c;
+}
+
+namespace {
+const std::vector<int>& kCurveK = curve_k();
+}  // namespace
+
+// Multiply-adds per second of the int8 kernel on weights that stay in cache (64 activation
+// rows, all threads, a matrix of 1024 rows per thread so that per-call costs do not count):
+// the compute roof of a forward of many tokens in that format.
+double measure_int8_rate(WType t, ThreadPool& pool) {
+  const int K = 2048, N = 1024 * pool.size(), M = 64;
+  std::vector<float> wf(size_t(N) * K), x(size_t(M) * K), y(size_t(M) * N);
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = float(int(i * 2654435761u % 255) - 127) / 127.0f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 40503u % 255) - 127) / 127.0f;
+  const WeightMatrix w = pack_weight_matrix(make_weight_matrix(wf.data(), N, K, t));  // as the models hold it
+  double best = 1e30;
+  for (int rep = 0; rep < 7; ++rep) {
+    const double t0 = now_seconds();
+    for (int i = 0; i < 4; ++i) matmul(x.data(), M, w, y.data(), &pool);
+    best = std::min(best, (now_seconds() - t0) / 4);
+  }
+  return double(M) * N * K / best;
+}
+
+namespace {
+// Seconds of one forward of K tokens after `ctx` tokens of context, per kCurveK: a warm-up,
+// then the median of kCurveReps forwards, the statistic tools/bench/llamacpp_peer.mjs takes.
+std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ctx) {
+  const int V = m.config().vocab, kmax = kCurveK.back();
+  std::vector<int32_t> ids(size_t(ctx + kmax));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919 + 13) % size_t(V));
+  KVCache cache = m.make_cache(ctx + kmax);
+  std::vector<float> logits(size_t(kmax) * V);
+  ForwardArgs pre;
+  pre.tokens = ids.data();
+  pre.n = ctx;
+  pre.logits = logits.data();
+  m.forward(cache, pre, &pool);
+  std::vector<double> out;
+  for (int K : kCurveK) {
+    std::vector<double> t;
+    for (int rep = 0; rep <= kCurveReps; ++rep) {
+      ForwardArgs a;
+      a.tokens = ids.data() + ctx;
+      a.n = K;
+      a.logits_from = 0;  // a verify needs every row's logits
+      a.logits = logits.data();
+      const double t0 = now_seconds();
+      m.forward(cache, a, &pool);
+      if (rep > 0) t.push_back(now_seconds() - t0);
+      cache.rollback(ctx);
+    }
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    out.push_back(t[t.size() / 2]);
+  }
+  return out;
+}
+
+}  // namespace
+
+BenchRow bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens, ThreadPool& pool,
+              double bw, double int8_rate) {
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
+  for (int i = 0; i < prompt_tokens; ++i) prompt[size_t(i)] = (i * 7919 + 13) % m.config().vocab;
+  Generator gen(m, &pool, prompt_tokens + gen_tokens + 8);
+  GenerateParams gp;
+  gp.max_tokens = gen_tokens;
+  gp.ignore_eos = true;
+  gen.start(prompt, gp);
+  std::vector<int32_t> out;
+  while (gen.step(out)) {
+  }
+  BenchRow r;
+  r.model = label;
+  r.weights = wtype_name(m.weight_type());
+  r.prefill_tok_s = gen.timings().prefill_tok_s();
+  r.decode_tok_s = gen.timings().decode_tok_s();
+  r.weight_gb = double(m.weight_bytes()) / 1e9;
+  const ModelConfig& c = m.config();
+  const double kv_per_pos = 2.0 * c.n_layers * c.n_kv_heads * double(row_bytes(m.cache_type(), c.head_dim));
+  r.kv_gb = kv_per_pos * (prompt_tokens + gen_tokens / 2.0) / 1e9;
+  r.roof = r.roof_against(bw);
+  r.bandwidth = bw;
+  const int curve_ctx = std::min(prompt_tokens, 128);
+  r.forward_s = forward_curve(m, pool, curve_ctx);
+  // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short
+  // context is small next to them).
+  const WType wt = m.weight_type();
+  const double bytes_per_weight = double(row_bytes(wt, 256)) / 256.0;
+  const double macs = double(m.weight_bytes()) / bytes_per_weight;
+  for (int K : kCurveK)
+    r.bound_s.push_back(std::max((double(m.weight_bytes()) + kv_per_pos * (curve_ctx + K)) / bw,
+                                 int8_rate > 0 ? macs * K / int8_rate : 0.0));
+  const int64_t rss = peak_rss_bytes();
+  r.peak_rss_mb = rss < 0 ? -1 : double(rss) / (1 << 20);
+  return r;
+}
+
+}  // namespace dflash::bench

@@ -1,0 +1,55 @@
+#include "models/model_files.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "formats/gguf.h"
+#include "models/gguf_load.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace dflash {
+
+static std::string exe_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, size_t(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+std::string resolve_model_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  // The demo pair ships in the source tree; the binary usually sits in build/ beneath it.
+  for (const std::string& base : {std::string("."), exe_dir() + "/..", exe_dir() + "/../share/dflash"}) {
+    const std::string d = base + "/models/demo/target";
+    if (file_exists(d + "/config.json")) return d;
+  }
+  throw Error("no --model given and the demo model (models/demo/target) was not found");
+}
+
+std::optional<WType> parse_weights_option(const std::string& s) {
+  if (s == "native") return std::nullopt;
+  return parse_wtype(s);
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir) {
+  if (has_gguf_suffix(dir)) {  // a GGUF without tokenizer.ggml.* has no tokenizer either
+    if (!GgufFile(dir).find("tokenizer.ggml.model")) return nullptr;
+    return std::make_unique<Tokenizer>(load_gguf_tokenizer(dir));
+  }
+  if (!file_exists(dir + "/tokenizer.json")) return nullptr;
+  return std::make_unique<Tokenizer>(Tokenizer::from_folder(dir));
+}
+
+std::vector<int32_t> stop_ids_for(const ModelConfig& cfg, const Tokenizer* tok) {
+  std::vector<int32_t> ids(cfg.eos_ids.begin(), cfg.eos_ids.end());
+  if (tok)
+    for (int32_t e : tok->special().eos)
+      if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+  return ids;
+}
+
+}  // namespace dflash
