@@ -11,6 +11,7 @@
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
 #include "models/model_files.h"
+#include "models/model_pair.h"
 #include "util/error.h"
 #include "util/timer.h"
 
@@ -35,7 +36,7 @@ struct Result {
 // Each prompt runs `rounds` times and its fastest decode counts: a step of the demo target
 // takes about a millisecond, so one preempted step moves a single run by several percent.
 // Counts come from the first run (later ones may differ where the controller's timing does).
-Result run_regime(const Transformer& target, const DFlashDraft* draft, int B, bool adaptive, const Regime& r,
+Result run_regime(const TargetModel& target, const DFlashDraft* draft, int B, bool adaptive, const Regime& r,
                   const std::vector<int32_t>& stops, ThreadPool& pool, int rounds) {
   Result res;
   double decode_s = 0;
@@ -46,11 +47,11 @@ Result run_regime(const Transformer& target, const DFlashDraft* draft, int B, bo
       std::unique_ptr<Generator> g;
       SpeculativeGenerator* sg = nullptr;
       if (draft) {
-        auto s = std::make_unique<SpeculativeGenerator>(target, *draft, &pool, ctx, SpecParams{B, adaptive});
+        auto s = std::make_unique<SpeculativeGenerator>(target, *draft, ctx, SpecParams{B, adaptive});
         sg = s.get();
         g = std::move(s);
       } else {
-        g = std::make_unique<Generator>(target, &pool, ctx);
+        g = std::make_unique<Generator>(target, ctx);
       }
       GenerateParams gp;
       gp.max_tokens = r.gen_tokens;
@@ -74,26 +75,26 @@ Result run_regime(const Transformer& target, const DFlashDraft* draft, int B, bo
   return res;
 }
 
-double time_forward(const Transformer& m, int K, int ctx_len, ThreadPool& pool, int reps) {
-  KVCache cache = m.make_cache(ctx_len + K + 1);
+double time_forward(const TargetModel& m, int K, int ctx_len, ThreadPool& pool, int reps) {
+  auto cache = m.new_state(ctx_len + K + 1);
   std::vector<int32_t> ids(size_t(ctx_len + K));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 31 + 7) % size_t(m.config().vocab));
   ForwardArgs a;
   a.tokens = ids.data();
   a.n = ctx_len;
   a.logits_from = ctx_len;
-  m.forward(cache, a, &pool);
+  m.forward(*cache, a);
   std::vector<float> logits(size_t(K) * m.config().vocab);
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
-    cache.rollback(ctx_len);
+    cache->rollback(ctx_len);
     ForwardArgs f;
     f.tokens = ids.data() + ctx_len;
     f.n = K;
     f.logits_from = 0;  // verify needs every row's logits
     f.logits = logits.data();
     const double t0 = now_seconds();
-    m.forward(cache, f, &pool);
+    m.forward(*cache, f);
     best = std::min(best, now_seconds() - t0);
   }
   return best;
@@ -102,18 +103,18 @@ double time_forward(const Transformer& m, int K, int ctx_len, ThreadPool& pool, 
 // Seconds of one draft block of B rows after ctx_len context rows, and of feeding it B new
 // context rows (what a step that accepts the whole block adds), best of reps.
 std::pair<double, double> time_draft(const DFlashDraft& draft, int B, int ctx_len, int vocab, ThreadPool& pool, int reps) {
-  KVCache dc = draft.make_cache(ctx_len + 2 * B + 1);
+  auto dc = draft.new_state(ctx_len + 2 * B + 1);
   std::vector<float> feats(size_t(ctx_len + B) * draft.feature_dim(), 0.01f), lg(size_t(B - 1) * vocab);
-  draft.add_context(dc, feats.data(), ctx_len, &pool);
+  draft.add_context(*dc, feats.data(), ctx_len);
   double tp = 1e30, tc = 1e30;
   for (int rep = 0; rep < reps; ++rep) {
     double t0 = now_seconds();
-    draft.propose(dc, 1, B, lg.data(), &pool);
+    draft.propose(*dc, 1, B, lg.data());
     tp = std::min(tp, now_seconds() - t0);
     t0 = now_seconds();
-    draft.add_context(dc, feats.data(), B, &pool);
+    draft.add_context(*dc, feats.data(), B);
     tc = std::min(tc, now_seconds() - t0);
-    dc.rollback(ctx_len);
+    dc->rollback(ctx_len);
   }
   return {tp, tc};
 }
@@ -129,7 +130,7 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
     const ModelConfig tc = shape_config(s);
     std::fprintf(stderr, "predict: %s %s random target and %d-layer draft\n", s.c_str(), wtype_name(wt),
                  o.predict_draft_layers);
-    auto target = Transformer::random(tc, wt, 1);
+    auto target = Transformer::random(tc, wt, 1, make_cpu_backend(pool.size()));
     DraftConfig dc;
     dc.hidden = tc.hidden, dc.n_layers = o.predict_draft_layers, dc.n_heads = tc.n_heads;
     dc.n_kv_heads = tc.n_kv_heads, dc.head_dim = tc.head_dim, dc.ffn = tc.ffn, dc.vocab = tc.vocab;
@@ -195,18 +196,26 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
 
 nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   const std::string dir = resolve_model_dir(o.model);
-  LoadOptions lo;
-  lo.weights = parse_weights_option(o.weights);
-  lo.populate = true;
-  auto target = Transformer::load(dir, lo);
-  auto draft = DFlashDraft::load(o.draft, lo, *target);
+  PairOptions po;
+  po.model = dir;
+  po.draft = o.draft;
+  po.weights = parse_weights_option(o.weights);
+  po.populate = true;
+  po.threads = o.threads;
+  ModelPair pair = load_pair(po);
+  const auto& target = pair.target;
+  const auto& draft = pair.draft;
   // A second draft (typically DFlash2) benchmarked on the same prompts in the same run.
+  LoadOptions lo;
+  lo.weights = po.weights;
+  lo.populate = true;
+  lo.backend = pair.backend;
   std::unique_ptr<DFlashDraft> draft2 = o.draft2.empty() ? nullptr : DFlashDraft::load(o.draft2, lo, *target);
   const auto* d2 = dynamic_cast<const DFlash2Draft*>(draft2.get());
-  auto tok = load_tokenizer_if_present(dir);
+  const Tokenizer* tok = pair.tokenizer.get();
   if (!tok) throw file_error(dir, "missing tokenizer.json (the bench tokenizes its prompts)");
-  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
-  const auto stops = stop_ids_for(target->config(), tok.get());
+  ThreadPool pool(pair.backend->threads());  // for the bench's own measurements, not the models
+  const auto& stops = pair.stop_ids;
 
   // Regimes: fresh code generation from chat prompts, and a long-context edit whose prompt is
   // a long source file followed by an instruction.
@@ -286,13 +295,13 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
     const double tk = K == 1 ? t1 : time_forward(*target, K, ctx_len, pool, 5);
     double td = 0;
     if (K >= 2) {
-      KVCache dc = draft->make_cache(ctx_len + K + 1);
+      auto dc = draft->new_state(ctx_len + K + 1);
       std::vector<float> feats(size_t(ctx_len) * draft->feature_dim(), 0.01f), lg(size_t(K - 1) * target->config().vocab);
-      draft->add_context(dc, feats.data(), ctx_len, &pool);
+      draft->add_context(*dc, feats.data(), ctx_len);
       td = 1e30;
       for (int rep = 0; rep < 5; ++rep) {
         const double t0 = now_seconds();
-        draft->propose(dc, 1, K, lg.data(), &pool);
+        draft->propose(*dc, 1, K, lg.data());
         td = std::min(td, now_seconds() - t0);
       }
     }

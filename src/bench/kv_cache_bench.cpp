@@ -13,7 +13,7 @@
 
 namespace dflash::bench {
 
-std::vector<KvBenchRow> run_kv_bench(const std::string& label, const Transformer& m,
+std::vector<KvBenchRow> run_kv_bench(const std::string& label, const TargetModel& m,
                                      const std::vector<std::string>& cache_types, int context, int gen_tokens,
                                      int rounds, ThreadPool& pool) {
   const ModelConfig& c = m.config();
@@ -45,7 +45,7 @@ std::vector<KvBenchRow> run_kv_bench(const std::string& label, const Transformer
         a.tokens = &tok;
         a.n = 1;
         a.logits = logits.data();
-        m.forward(kv, a, &pool);
+        m.forward(kv, a);
       }
       best[t] = std::min(best[t], now_seconds() - t0);
     }
@@ -90,10 +90,11 @@ void print_kv_bench(const std::vector<KvBenchRow>& rows, bool json, int threads)
 void run_kv_cache_bench(const KvCacheBenchOptions& o) {
   ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
   std::fprintf(stderr, "threads %d, SIMD %s\n", pool.size(), simd_target_name());
+  const auto backend = make_cpu_backend(pool.size());
   std::vector<KvBenchRow> rows;
   for (const auto& wname : o.weights)
     for (const auto& s : o.shapes) {
-      auto m = Transformer::random(shape_config(s), parse_wtype(wname), 1);
+      auto m = Transformer::random(shape_config(s), parse_wtype(wname), 1, backend);
       const auto r = run_kv_bench(s, *m, o.cache_types, o.context, o.gen_tokens, o.rounds, pool);
       rows.insert(rows.end(), r.begin(), r.end());
     }

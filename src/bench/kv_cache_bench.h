@@ -18,7 +18,7 @@ struct KvBenchRow {
 // caches are filled with random keys/values (a prefill of that length would dominate the
 // run and does not change what a decode step reads), then the formats take turns for
 // `rounds` rounds of `gen_tokens` steps each; the best round of each is kept.
-std::vector<KvBenchRow> run_kv_bench(const std::string& label, const Transformer& m,
+std::vector<KvBenchRow> run_kv_bench(const std::string& label, const TargetModel& m,
                                      const std::vector<std::string>& cache_types, int context, int gen_tokens,
                                      int rounds, ThreadPool& pool);
 void print_kv_bench(const std::vector<KvBenchRow>& rows, bool json, int threads);

@@ -127,6 +127,7 @@ Round measure_round(const std::string& root, const std::string& label, const std
                     ThreadPool& pool, double bw, std::map<WType, double>& rate) {
   LoadOptions lo;
   lo.populate = true;  // page faults are not what we measure
+  lo.backend = make_cpu_backend(pool.size());
   Round rd;
   {
     std::fprintf(stderr, "[%s] dflash: loading %s\n", label.c_str(), gguf.c_str());

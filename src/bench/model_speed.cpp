@@ -64,17 +64,17 @@ double measure_int8_rate(WType t, ThreadPool& pool) {
 namespace {
 // Seconds of one forward of K tokens after `ctx` tokens of context, per kCurveK: a warm-up,
 // then the median of kCurveReps forwards, the statistic tools/bench/llamacpp_peer.mjs takes.
-std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ctx) {
+std::vector<double> forward_curve(const TargetModel& m, ThreadPool& pool, int ctx) {
   const int V = m.config().vocab, kmax = kCurveK.back();
   std::vector<int32_t> ids(size_t(ctx + kmax));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919 + 13) % size_t(V));
-  KVCache cache = m.make_cache(ctx + kmax);
+  auto cache = m.new_state(ctx + kmax);
   std::vector<float> logits(size_t(kmax) * V);
   ForwardArgs pre;
   pre.tokens = ids.data();
   pre.n = ctx;
   pre.logits = logits.data();
-  m.forward(cache, pre, &pool);
+  m.forward(*cache, pre);
   std::vector<double> out;
   for (int K : kCurveK) {
     std::vector<double> t;
@@ -85,9 +85,9 @@ std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ct
       a.logits_from = 0;  // a verify needs every row's logits
       a.logits = logits.data();
       const double t0 = now_seconds();
-      m.forward(cache, a, &pool);
+      m.forward(*cache, a);
       if (rep > 0) t.push_back(now_seconds() - t0);
-      cache.rollback(ctx);
+      cache->rollback(ctx);
     }
     std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
     out.push_back(t[t.size() / 2]);
@@ -97,11 +97,11 @@ std::vector<double> forward_curve(const Transformer& m, ThreadPool& pool, int ct
 
 }  // namespace
 
-BenchRow bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens, ThreadPool& pool,
+BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_tokens, int gen_tokens, ThreadPool& pool,
               double bw, double int8_rate) {
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
   for (int i = 0; i < prompt_tokens; ++i) prompt[size_t(i)] = (i * 7919 + 13) % m.config().vocab;
-  Generator gen(m, &pool, prompt_tokens + gen_tokens + 8);
+  Generator gen(m, prompt_tokens + gen_tokens + 8);
   GenerateParams gp;
   gp.max_tokens = gen_tokens;
   gp.ignore_eos = true;

@@ -44,7 +44,7 @@ struct BenchRow {
 double measure_int8_rate(WType t, ThreadPool& pool);
 // Prefill of prompt_tokens, decode of gen_tokens, forward of K tokens after min(prompt, 128)
 // tokens of context, decode roof fraction and physical bound per K.
-BenchRow bench_one(const std::string& label, const Transformer& m, int prompt_tokens, int gen_tokens,
+BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_tokens, int gen_tokens,
                    ThreadPool& pool, double bw, double int8_rate);
 
 }  // namespace dflash::bench

@@ -23,6 +23,7 @@ void run_speed_bench(const SpeedBenchOptions& o) {
   double bw = measure_read_bandwidth(pool);
   std::fprintf(stderr, "threads %d, SIMD %s, measured read bandwidth %.1f GB/s\n", pool.size(), simd_target_name(),
                bw / 1e9);
+  const auto backend = make_cpu_backend(pool.size());
   std::map<WType, double> rate;  // int8 multiply-adds/s per block-quantized format
   for (const auto& wname : o.weights) {
     const WType wt = parse_wtype(wname);
@@ -40,6 +41,7 @@ void run_speed_bench(const SpeedBenchOptions& o) {
       LoadOptions lo;
       lo.weights = wt;
       lo.populate = true;  // page faults are not what we measure
+      lo.backend = backend;
       const double bw_now = remeasure_read_bandwidth(pool, bw);
       reset_peak_rss();
       auto m = Transformer::load(o.model, lo);
@@ -49,7 +51,7 @@ void run_speed_bench(const SpeedBenchOptions& o) {
     for (const auto& s : o.shapes) {
       const double bw_now = remeasure_read_bandwidth(pool, bw);
       reset_peak_rss();
-      auto m = Transformer::random(shape_config(s), wt, 1);
+      auto m = Transformer::random(shape_config(s), wt, 1, backend);
       rows.push_back(bench_one(s, *m, o.prompt_tokens, o.gen_tokens, pool, bw_now, r8));
     }
   }

@@ -32,11 +32,15 @@ struct GenerateOpts {
 void run_generate(const GenerateOpts& o) {
   hold_simd_target(o.simd_target);
   const std::string dir = resolve_model_dir(o.model);
-  auto tok = load_tokenizer_if_present(dir);
-  LoadOptions lo;
-  lo.weights = parse_weights_option(o.weights);
-  auto model = Transformer::load(dir, lo);
-  apply_cache_types(o.cache, *model, nullptr);
+  PairOptions po;
+  po.model = dir;
+  po.draft = o.draft;
+  po.weights = parse_weights_option(o.weights);
+  po.threads = o.threads;
+  apply_cache_types(o.cache, po);
+  ModelPair pair = load_pair(po);
+  const Tokenizer* tok = pair.tokenizer.get();
+  const TargetModel& model = *pair.target;
 
   std::vector<int32_t> prompt;
   if (!o.prompt_ids.empty()) {
@@ -48,13 +52,10 @@ void run_generate(const GenerateOpts& o) {
   }
   if (prompt.empty()) throw Error("the prompt is empty");
 
-  ThreadPool pool(o.threads > 0 ? o.threads : default_thread_count());
-  std::unique_ptr<DFlashDraft> draft;
+  DFlashDraft* draft = pair.draft.get();
   std::unique_ptr<Generator> gen_owner;
   SpeculativeGenerator* spec = nullptr;
-  if (!o.draft.empty()) {
-    draft = DFlashDraft::load(o.draft, lo, *model);
-    apply_cache_types(o.cache, *model, draft.get());
+  if (draft) {
     if (o.draft_act == "f16") draft->set_activations(DraftActivations::F16);
     else if (o.draft_act != "f32") throw Error("--draft-activations must be f32 or f16");
     SpecParams sp;
@@ -62,17 +63,17 @@ void run_generate(const GenerateOpts& o) {
     sp.adaptive = !o.no_adaptive;
     if (o.acceptance == "probabilistic") sp.acceptance = Acceptance::Probabilistic;
     else if (o.acceptance != "target") throw Error("--acceptance must be target or probabilistic");
-    auto sg = std::make_unique<SpeculativeGenerator>(*model, *draft, &pool, o.ctx_size, sp);
+    auto sg = std::make_unique<SpeculativeGenerator>(model, *draft, o.ctx_size, sp);
     spec = sg.get();
     gen_owner = std::move(sg);
   } else {
-    gen_owner = std::make_unique<Generator>(*model, &pool, o.ctx_size);
+    gen_owner = std::make_unique<Generator>(model, o.ctx_size);
   }
   Generator& gen = *gen_owner;
   GenerateParams gp;
   gp.sampling = {o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty, o.seed};
   gp.max_tokens = o.max_tokens;
-  gp.stop_ids = stop_ids_for(model->config(), tok.get());
+  gp.stop_ids = pair.stop_ids;
   gp.ignore_eos = o.ignore_eos;
   gp.chunk_size = o.chunk_size;
   gen.start(prompt, gp);

@@ -52,15 +52,18 @@ void add_logits_command(CLI::App& app) {
   sub->add_option("--out", o->out, "Output file (raw little-endian float32)")->required();
   sub->callback([o] {
     hold_simd_target(o->simd_target);
-    LoadOptions lo;
-    lo.weights = parse_weights_option(o->weights);
-    auto model = Transformer::load(o->model, lo);
-    apply_cache_types(o->cache, *model, nullptr);
+    PairOptions po;
+    po.model = o->model;
+    po.weights = parse_weights_option(o->weights);
+    po.threads = o->threads;
+    apply_cache_types(o->cache, po);
+    const ModelPair pair = load_pair(po);
+    const TargetModel* model = pair.target.get();
     const auto ids = parse_id_list(o->ids);
     if (ids.empty()) throw Error("--prompt-ids is empty");
     const int V = model->config().vocab, n = int(ids.size());
-    ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
-    KVCache cache = model->make_cache(n);
+    const std::unique_ptr<SequenceState> state = model->new_state(n);
+    SequenceState& cache = *state;
     std::vector<float> logits(size_t(n) * V);
     int forwards = 0;
     // Rows [pos, pos + rows) in forwards of `chunk` rows, all their logits kept.
@@ -71,7 +74,7 @@ void add_logits_command(CLI::App& app) {
         a.n = std::min(chunk, end - pos);
         a.logits_from = 0;
         a.logits = logits.data() + size_t(pos) * V;
-        model->forward(cache, a, &pool);
+        model->forward(cache, a);
         ++forwards;
       }
     };
@@ -83,7 +86,7 @@ void add_logits_command(CLI::App& app) {
         a.tokens = ids.data() + pos;
         a.n = 1;
         a.logits = logits.data() + size_t(pos) * V;
-        model->forward(cache, a, &pool);
+        model->forward(cache, a);
         ++forwards;
       }
     } else {
@@ -100,7 +103,8 @@ void add_logits_command(CLI::App& app) {
         a.n = rows;
         a.logits_from = 0;
         a.logits = vlogits.data();
-        model->forward(cache, a, &pool);
+        a.rollback_rows = true;
+        model->forward(cache, a);
         ++forwards;
         std::copy(vlogits.begin(), vlogits.begin() + ptrdiff_t(keep) * V, logits.begin() + ptrdiff_t(pos) * V);
         cache.rollback(pos + keep);
@@ -139,16 +143,19 @@ void add_draft_logits_command(CLI::App& app) {
   sub->add_option("--temperature", o->temperature, "DFlash2: sample the selector's walk (with --uniforms)");
   sub->add_option("--uniforms", o->uniforms, "DFlash2: B-1 comma-separated numbers in [0, 1) driving the draws");
   sub->callback([o] {
-    LoadOptions lo;
-    lo.weights = parse_weights_option(o->weights);
-    auto model = Transformer::load(o->model, lo);
-    auto draft = DFlashDraft::load(o->draft, lo, *model);
+    PairOptions po;
+    po.model = o->model;
+    po.draft = o->draft;
+    po.weights = parse_weights_option(o->weights);
+    po.threads = o->threads;
+    const ModelPair pair = load_pair(po);
+    const TargetModel* model = pair.target.get();
+    const DFlashDraft* draft = pair.draft.get();
     const auto ids = parse_id_list(o->ids);
     if (ids.empty()) throw Error("--prompt-ids is empty");
     const int V = model->config().vocab, n = int(ids.size());
     const int B = o->block_size > 0 ? o->block_size : draft->config().block_size;
-    ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
-    KVCache cache = model->make_cache(n), dcache = draft->make_cache(n + B);
+    const std::unique_ptr<SequenceState> cache = model->new_state(n), dcache = draft->new_state(n + B);
     std::vector<float> taps(size_t(n) * draft->feature_dim());
     ForwardArgs a;
     a.tokens = ids.data();
@@ -156,11 +163,11 @@ void add_draft_logits_command(CLI::App& app) {
     a.logits_from = n;  // no logits needed
     a.capture_layers = &draft->config().target_layer_ids;
     a.capture = taps.data();
-    model->forward(cache, a, &pool);
-    draft->add_context(dcache, taps.data(), n, &pool);
+    model->forward(*cache, a);
+    draft->add_context(*dcache, taps.data(), n);
     std::vector<float> logits(size_t(B - 1) * V);
     nlohmann::json info{{"rows", B - 1}, {"vocab", V}, {"kind", draft->kind()}};
-    if (auto* d2 = dynamic_cast<const DFlash2Draft*>(draft.get())) {
+    if (auto* d2 = dynamic_cast<const DFlash2Draft*>(draft)) {
       // The selector's walk next to the logits it starts from.
       std::vector<double> u;
       for (size_t a = 0; a < o->uniforms.size();) {
@@ -175,7 +182,7 @@ void add_draft_logits_command(CLI::App& app) {
         throw Error("--temperature needs --uniforms with B-1 = " + std::to_string(B - 1) + " numbers");
       std::vector<float> normed(size_t(B - 1) * model->config().hidden);
       DraftTokens dt;
-      d2->draft_block(dcache, o->block_first, B, o->temperature, u.data(), normed.data(), logits.data(), dt, &pool);
+      d2->draft_block(*dcache, o->block_first, B, o->temperature, u.data(), normed.data(), logits.data(), dt);
       if (!o->hidden_out.empty()) write_floats(o->hidden_out, normed);
       info["tokens"] = dt.tokens;
       info["finite"] = dt.finite;
@@ -185,7 +192,7 @@ void add_draft_logits_command(CLI::App& app) {
       }
     } else {
       if (!o->hidden_out.empty() || o->temperature > 0) throw Error("--hidden-out/--temperature need a DFlash2 draft");
-      draft->propose(dcache, o->block_first, B, logits.data(), &pool);
+      draft->propose(*dcache, o->block_first, B, logits.data());
     }
     write_floats(o->out, logits);
     std::printf("%s\n", info.dump().c_str());

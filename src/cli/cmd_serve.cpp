@@ -72,18 +72,14 @@ void run_serve(ServeOpts& o) {
   s.engine.draft_dir = draft;
   s.engine.adaptive = !o.no_adaptive;
   s.defaults = sampling_defaults(dir);
-  s.load = [dir, draft, weights, cache] {
-    server::LoadedModels m;
-    m.tokenizer = load_tokenizer_if_present(dir);
-    if (!m.tokenizer) throw file_error(dir, "missing tokenizer.json (the server needs the model's tokenizer)");
-    LoadOptions lo;
-    lo.weights = weights;
-    m.model = Transformer::load(dir, lo);
-    if (!draft.empty()) m.draft = DFlashDraft::load(draft, lo, *m.model);
-    apply_cache_types(cache, *m.model, m.draft.get());
-    m.stop_ids = stop_ids_for(m.model->config(), m.tokenizer.get());
-    return m;
-  };
+  PairOptions po;
+  po.model = dir;
+  po.draft = draft;
+  po.weights = weights;
+  po.threads = s.engine.threads;
+  po.need_tokenizer = true;
+  apply_cache_types(cache, po);
+  s.load = [po] { return load_pair(po); };
   const int rc = server::run_server(s);
   if (rc != 0) throw Error("the server stopped because the model could not be loaded");
 }

@@ -37,10 +37,9 @@ void add_cache_type_options(CLI::App* sub, CacheTypes& c) {
   sub->add_option("--cache-type-draft", c.draft, "Draft KV cache: f32 | f16 | q8 | q4")->capture_default_str();
 }
 
-void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* draft) {
-  model.set_cache_type(parse_kv_type(c.target));
-  const WType dt = parse_kv_type(c.draft);
-  if (draft) draft->set_cache_type(dt);
+void apply_cache_types(const CacheTypes& c, PairOptions& pair) {
+  pair.cache_type = parse_kv_type(c.target);
+  pair.draft_cache_type = parse_kv_type(c.draft);
 }
 
 void add_simd_target_option(CLI::App* sub, std::string& target) {

@@ -5,14 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer.h"
+#include "models/model_pair.h"
 
 namespace CLI {
 class App;
-}
-
-namespace dflash {
-class DFlashDraft;
 }
 
 namespace dflash::cli {
@@ -23,8 +19,9 @@ struct CacheTypes {
   std::string target = "f32", draft = "f32";
 };
 void add_cache_type_options(CLI::App* sub, CacheTypes& c);
-// Throws dflash::Error for an unknown name or a head_dim the format cannot take.
-void apply_cache_types(const CacheTypes& c, Transformer& model, DFlashDraft* draft);
+// Parses both into the pair's options; throws dflash::Error for an unknown name (a head_dim
+// the format cannot take is refused by load_pair).
+void apply_cache_types(const CacheTypes& c, PairOptions& pair);
 
 // --simd-target NAME: holds Highway's dispatch to one SIMD target this CPU runs (Highway's name:
 // AVX3, AVX2, SSE4, EMU128, ...), so that tests can record and compare what each target

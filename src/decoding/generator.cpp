@@ -16,15 +16,14 @@ const char* finish_reason_name(FinishReason r) {
   }
 }
 
-Generator::Generator(const Transformer& model, ThreadPool* pool, int ctx_size)
-    : model_(model), pool_(pool), cache_(model.make_cache(ctx_size)) {}
+Generator::Generator(const TargetModel& model, int ctx_size) : model_(model), state_(model.new_state(ctx_size)) {}
 
 void Generator::start(const std::vector<int32_t>& prompt, const GenerateParams& params) {
   if (prompt.empty()) throw Error("the prompt is empty");
   if (params.max_tokens < 0) throw Error("max_tokens must not be negative");
-  if (int64_t(prompt.size()) + 1 > cache_.capacity())
+  if (int64_t(prompt.size()) + 1 > state_->capacity())
     throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context size of " +
-                std::to_string(cache_.capacity()) + " allows");
+                std::to_string(state_->capacity()) + " allows");
   for (int32_t t : prompt)
     if (t < 0 || t >= model_.config().vocab)
       throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
@@ -32,12 +31,13 @@ void Generator::start(const std::vector<int32_t>& prompt, const GenerateParams& 
   params_ = params;
   params_.chunk_size = std::max(1, params.chunk_size);
   sampler_ = Sampler(params.sampling);
-  // Reuse the cached prefix this context already holds (a follow-up turn of a conversation).
+  // Reuse the cached prefix this context already holds (a follow-up turn of a conversation),
+  // as far back as the state can return to.
   size_t common = 0;
-  const size_t cached = size_t(cache_.length());
+  const size_t cached = size_t(state_->length());
   while (common < cached && common < tokens_.size() && common < prompt.size() - 1 && tokens_[common] == prompt[common]) ++common;
-  cache_.rollback(int(common));
-  cached_tokens_ = cache_.length();
+  state_->rollback(state_->rollback_point(int(common)));
+  cached_tokens_ = state_->length();
   tokens_ = prompt;
   n_prompt_ = int(prompt.size());
   n_generated_ = 0;
@@ -54,7 +54,7 @@ void Generator::prefill() {
   const int vocab = model_.config().vocab;
   logits_.resize(size_t(vocab));
   const double t0 = now_seconds();
-  int pos = cache_.length();
+  int pos = state_->length();
   while (pos < n_prompt_) {
     const int n = std::min(params_.chunk_size, n_prompt_ - pos);
     ForwardArgs a;
@@ -62,7 +62,7 @@ void Generator::prefill() {
     a.n = n;
     a.logits_from = pos + n == n_prompt_ ? n - 1 : n;  // logits only for the prompt's last row
     a.logits = logits_.data();
-    model_.forward(cache_, a, pool_);
+    model_.forward(*state_, a);
     pos += n;
   }
   timings_.prefill_s = now_seconds() - t0;
@@ -118,15 +118,15 @@ bool Generator::step(std::vector<int32_t>& out) {
   if (!prefilled_) {
     prefill();
   } else {
-    if (int(tokens_.size()) > cache_.capacity()) {
+    if (int(tokens_.size()) > state_->capacity()) {
       finish_ = FinishReason::Length;  // context full
       return false;
     }
     ForwardArgs a;
-    a.tokens = tokens_.data() + cache_.length();
+    a.tokens = tokens_.data() + state_->length();
     a.n = pending_rows();
     a.logits = logits_.data();
-    model_.forward(cache_, a, pool_);
+    model_.forward(*state_, a);
   }
   const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
   return !emit(t, out);

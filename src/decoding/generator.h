@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "decoding/sampler.h"
-#include "models/transformer.h"
+#include <memory>
+
+#include "models/target_model.h"
 
 namespace dflash {
 
@@ -32,7 +34,7 @@ const char* finish_reason_name(FinishReason r);
 
 class Generator {
  public:
-  Generator(const Transformer& model, ThreadPool* pool, int ctx_size);
+  Generator(const TargetModel& model, int ctx_size);
   virtual ~Generator() = default;
 
   // Throws dflash::Error when the prompt does not fit the context.
@@ -59,15 +61,14 @@ class Generator {
   bool emit(int32_t t, std::vector<int32_t>& out);
   bool is_stop(int32_t t) const;
 
-  const Transformer& model_;
-  ThreadPool* pool_;
-  KVCache cache_;
+  const TargetModel& model_;
+  std::unique_ptr<SequenceState> state_;  // the target's: its KV cache (and any recurrent state)
   GenerateParams params_;
   Sampler sampler_{SamplingParams{}};
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   // Rows not yet in the KV cache: the last sampled token plus any forced ones.
-  int pending_rows() const { return int(tokens_.size()) - cache_.length(); }
+  int pending_rows() const { return int(tokens_.size()) - state_->length(); }
   int n_prompt_ = 0, n_generated_ = 0, cached_tokens_ = 0;
   bool started_ = false, prefilled_ = false;
   FinishReason finish_ = FinishReason::None;

@@ -38,9 +38,9 @@ int32_t draw(const std::vector<float>& p, double u) {
 }
 }  // namespace
 
-SpeculativeGenerator::SpeculativeGenerator(const Transformer& target, const Drafter& draft, ThreadPool* pool,
-                                           int ctx_size, SpecParams sp)
-    : Generator(target, pool, ctx_size), draft_(draft), sp_(sp), draft_cache_(draft.make_cache(ctx_size)),
+SpeculativeGenerator::SpeculativeGenerator(const TargetModel& target, const Drafter& draft, int ctx_size,
+                                           SpecParams sp)
+    : Generator(target, ctx_size), draft_(draft), sp_(sp), draft_state_(draft.new_state(ctx_size)),
       controller_(sp.block_size, sp.adaptive) {
   if (sp.block_size < 1) throw Error("block size must be at least 1");
 }
@@ -48,13 +48,18 @@ SpeculativeGenerator::SpeculativeGenerator(const Transformer& target, const Draf
 void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const GenerateParams& params) {
   Generator::start(prompt, params);
   // Context the last request left pending is fed only as far as the reused prefix reaches.
-  const int need = std::min(pending_n_, cache_.length() - draft_cache_.length());
-  if (need > 0) draft_.add_context(draft_cache_, pending_taps_.data(), need, pool_);
+  const int need = std::min(pending_n_, state_->length() - draft_state_->length());
+  if (need > 0) draft_.add_context(*draft_state_, pending_taps_.data(), need);
   pending_taps_.clear();
   pending_n_ = 0;
-  // The draft's context rows mirror the target's cached positions.
-  draft_cache_.rollback(cache_.length());
-  cache_.rollback(draft_cache_.length());
+  // The draft's context rows mirror the target's cached positions: both go back to the
+  // longest prefix both can return to.
+  int common = std::min(state_->length(), draft_state_->length());
+  while (state_->rollback_point(common) != common || draft_state_->rollback_point(common) != common)
+    common = std::min(state_->rollback_point(common), draft_state_->rollback_point(common));
+  state_->rollback(common);
+  draft_state_->rollback(common);
+  cached_tokens_ = std::min(cached_tokens_, common);
   stats_ = SpecStats{};
   stats_.block_size = sp_.block_size;
   stats_.histogram.assign(size_t(sp_.block_size) + 1, 0);
@@ -75,7 +80,7 @@ void SpeculativeGenerator::prefill_with_taps() {
   const int F = draft_.feature_dim();
   logits_.resize(size_t(vocab));
   const double t0 = now_seconds();
-  int pos = cache_.length();
+  int pos = state_->length();
   while (pos < n_prompt_) {
     const int n = std::min(params_.chunk_size, n_prompt_ - pos);
     taps_.resize(size_t(n) * F);
@@ -86,8 +91,8 @@ void SpeculativeGenerator::prefill_with_taps() {
     a.logits = logits_.data();
     a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
-    model_.forward(cache_, a, pool_);
-    draft_.add_context(draft_cache_, taps_.data(), n, pool_);
+    model_.forward(*state_, a);
+    draft_.add_context(*draft_state_, taps_.data(), n);
     pos += n;
   }
   timings_.prefill_s = now_seconds() - t0;
@@ -95,14 +100,14 @@ void SpeculativeGenerator::prefill_with_taps() {
 }
 
 bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
-  if (int(tokens_.size()) > cache_.capacity()) {
+  if (int(tokens_.size()) > state_->capacity()) {
     finish_ = FinishReason::Length;
     return false;
   }
   const double t0 = now_seconds();
   const int n = pending_rows();
   ForwardArgs a;
-  a.tokens = tokens_.data() + cache_.length();
+  a.tokens = tokens_.data() + state_->length();
   a.n = n;
   a.logits = logits_.data();
   if (draft_on_) {  // keep the draft's context complete so speculation can resume
@@ -110,7 +115,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
     a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
   }
-  model_.forward(cache_, a, pool_);
+  model_.forward(*state_, a);
   if (draft_on_) {
     if (n == 1) controller_.record_plain(now_seconds() - t0);
     pending_taps_.insert(pending_taps_.end(), taps_.begin(), taps_.end());
@@ -124,7 +129,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
 
 void SpeculativeGenerator::flush_pending_context() {
   if (pending_n_ == 0) return;
-  draft_.add_context(draft_cache_, pending_taps_.data(), pending_n_, pool_);
+  draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_);
   pending_taps_.clear();
   pending_n_ = 0;
 }
@@ -132,7 +137,7 @@ void SpeculativeGenerator::flush_pending_context() {
 bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   const int V = model_.config().vocab;
   const int F = draft_.feature_dim();
-  const int start = cache_.length();
+  const int start = state_->length();
   const int32_t last = tokens_.back();
 
   // The catch-up is the price of the plain steps before, not of this block: kept out of the
@@ -159,12 +164,11 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
     for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
     // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
     // drafts greedily there.
-    draft_.propose_tokens(draft_cache_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt,
-                          pool_);
+    draft_.propose_tokens(*draft_state_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt);
     if (dt.finite && (int(dt.tokens.size()) != B - 1 || (probabilistic && int(dt.q.size()) != B - 1)))
       throw Error("drafter returned a malformed proposal");
   } else {
-    draft_.propose(draft_cache_, last, B, dlogits.data(), pool_);
+    draft_.propose(*draft_state_, last, B, dlogits.data());
   }
   const double t1 = now_seconds();
   if (token_draft ? !dt.finite : !all_finite(dlogits.data(), dlogits.size())) {
@@ -215,7 +219,8 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   a.logits = vlogits.data();
   a.capture_layers = &draft_.target_layers();
   a.capture = taps_.data();
-  model_.forward(cache_, a, pool_);
+  a.rollback_rows = true;  // the rows past the accepted prefix are rolled back below
+  model_.forward(*state_, a);
   const double t2 = now_seconds();
 
   // Walk the block: accept while the draft agrees with the target, then one bonus token.
@@ -254,8 +259,8 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
 
   // Keep the rows of the committed tokens (last + accepted drafts); their taps become the
   // draft's new context.
-  cache_.rollback(start + accepted + 1);
-  draft_.add_context(draft_cache_, taps_.data(), accepted + 1, pool_);
+  state_->rollback(start + accepted + 1);
+  draft_.add_context(*draft_state_, taps_.data(), accepted + 1);
   const double t3 = now_seconds();
 
   stats_.drafted += B - 1;
@@ -291,8 +296,8 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   if (!draft_on_) return plain_step(out);
   int B = controller_.next_block();
   // Never verify more than can be emitted or stored.
-  B = std::min({B, params_.max_tokens - n_generated_, cache_.capacity() - cache_.length(),
-                draft_cache_.capacity() - draft_cache_.length() - pending_n_});
+  B = std::min({B, params_.max_tokens - n_generated_, state_->capacity() - state_->length(),
+                draft_state_->capacity() - draft_state_->length() - pending_n_});
   if (B <= 1 || pending_rows() != 1) return plain_step(out);  // forced tokens are fed plainly
   return spec_step(B, out);
 }

@@ -23,8 +23,7 @@ struct SpecParams {
 
 class SpeculativeGenerator : public Generator {
  public:
-  SpeculativeGenerator(const Transformer& target, const Drafter& draft, ThreadPool* pool, int ctx_size,
-                       SpecParams sp);
+  SpeculativeGenerator(const TargetModel& target, const Drafter& draft, int ctx_size, SpecParams sp);
 
   void start(const std::vector<int32_t>& prompt, const GenerateParams& params) override;
   bool step(std::vector<int32_t>& out) override;
@@ -38,7 +37,7 @@ class SpeculativeGenerator : public Generator {
 
   const Drafter& draft_;
   SpecParams sp_;
-  KVCache draft_cache_;
+  std::unique_ptr<SequenceState> draft_state_;  // the draft's context rows
   SpecController controller_;
   SpecStats stats_;
   std::vector<float> taps_;  // [rows][feature_dim] of the last target pass

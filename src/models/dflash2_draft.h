@@ -24,23 +24,23 @@ class DFlash2Draft : public DFlashDraft {
  public:
   // `config`: the folder's config.json, already read (architectures: DFlash2DraftModel).
   static std::unique_ptr<DFlash2Draft> load(const std::string& dir, const nlohmann::json& config,
-                                            const LoadOptions& opt, const Transformer& target);
+                                            const LoadOptions& opt, const TargetModel& target);
   const char* kind() const override { return "dflash2"; }
   const DFlash2Config& config2() const { return cfg2_; }
 
   // Logits after output_multiplier and softcapping, the vector the selector starts from.
-  void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const override;
+  void propose(SequenceState& state, int32_t first, int B, float* logits) const override;
   bool proposes_tokens() const override { return true; }
-  void propose_tokens(KVCache& cache, int32_t first, int B, float temperature, const double* uniforms,
-                      DraftTokens& out, ThreadPool* pool) const override;
+  void propose_tokens(SequenceState& state, int32_t first, int B, float temperature, const double* uniforms,
+                      DraftTokens& out) const override;
 
   // One block with everything exposed (tests, the draft-logits command): normed final hidden
   // states [B-1][hidden], logits [B-1][vocab], and the selector's walk.
-  void draft_block(KVCache& cache, int32_t first, int B, float temperature, const double* uniforms, float* normed,
-                   float* logits, DraftTokens& out, ThreadPool* pool) const;
+  void draft_block(SequenceState& state, int32_t first, int B, float temperature, const double* uniforms,
+                   float* normed, float* logits, DraftTokens& out) const;
   // The selector alone: rows = B-1 proposals after `anchor`.
   void select(int32_t anchor, const float* normed, const float* logits, int rows, float temperature,
-              const double* uniforms, DraftTokens& out, ThreadPool* pool) const;
+              const double* uniforms, DraftTokens& out) const;
 
   // Where a block's time goes (accumulated until reset; single-flight like the forward).
   struct Timing {
@@ -51,9 +51,9 @@ class DFlash2Draft : public DFlashDraft {
   void reset_timing() const { timing_ = Timing{}; }
 
  private:
-  void sublayer_in(int l, int sub, float* h, int B, std::vector<float>& scratch, ThreadPool* pool) const override;
-  void sublayer_out(int l, int sub, float* o, int B, const std::vector<float>& scratch) const override;
-  void conv(int l, int sub, int side, float* x, int B, const std::vector<float>& dyn) const;
+  void sublayer_in(int l, int sub, float* h, int B) const override;
+  void sublayer_out(int l, int sub, float* o, int B) const override;
+  void conv(int l, int sub, int side, float* x, int B) const;
   void finish_logits(float* logits, size_t n) const;
 
   struct Conv {
@@ -65,6 +65,13 @@ class DFlash2Draft : public DFlashDraft {
   WeightMatrix hidden_projection_;       // [rank][hidden]
   WeightMatrix predecessor_, successor_;  // [vocab][rank], kept memory-mapped
   mutable Timing timing_;
+  // The sublayer's dynamic taps (sublayer_in to sublayer_out), the convolution's input copy
+  // and the selector's work, grown to the largest block and reused.
+  struct SelectorBuffers {
+    ActivationBuffer dyn, conv_in, hp, succ, pred, edge, cand;
+    std::vector<double> score, prob;
+  };
+  mutable SelectorBuffers bufs_;
 };
 
 }  // namespace dflash

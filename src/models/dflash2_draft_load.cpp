@@ -47,7 +47,7 @@ std::vector<float> read_floats(const TensorView& t) {
 }  // namespace
 
 std::unique_ptr<DFlash2Draft> DFlash2Draft::load(const std::string& dir, const nlohmann::json& j,
-                                                  const LoadOptions& opt, const Transformer& target) {
+                                                  const LoadOptions& opt, const TargetModel& target) {
   const std::string cfg_path = dir + "/config.json";
   auto d = std::make_unique<DFlash2Draft>();
   d->cfg_ = DraftConfig::from_json(j, cfg_path, target.config().n_layers, "DFlash2DraftModel");
@@ -113,12 +113,12 @@ std::unique_ptr<DFlash2Draft> DFlash2Draft::load(const std::string& dir, const n
       Conv cv;
       cv.base = read_floats(L.get(cp + "base_kernel", {2, K, H}));
       cv.projection = L.matrix(cp + "kernel_projection.weight", 2 * K * G, H, opt.weights);
-      pack_for_kernels(cv.projection);
+      target.backend().prepare_weight(cv.projection);
       d->convs_.push_back(std::move(cv));
     }
   const std::string sp = p + "candidate_selector.";
   d->hidden_projection_ = L.matrix(sp + "hidden_projection.weight", R, H, opt.weights);
-  pack_for_kernels(d->hidden_projection_);
+  target.backend().prepare_weight(d->hidden_projection_);
   // Only a few rows are read per block: they stay in the mapped file, in its own dtype.
   d->predecessor_ = L.matrix(L.get(sp + "predecessor_codebook", {V, R}), std::nullopt);
   d->successor_ = L.matrix(L.get(sp + "successor_codebook", {V, R}), std::nullopt);

@@ -8,6 +8,7 @@
 
 #include "models/drafter.h"
 #include "models/kv_cache.h"
+#include "models/target_model.h"
 #include "models/transformer.h"
 #include "models/weight_loader.h"
 
@@ -53,13 +54,13 @@ class DFlashDraft : public Drafter {
   // Loads and checks compatibility with `target` (hidden size, vocab, tapped ids, mask id).
   // A DFlash2DraftModel folder comes back as a DFlash2Draft; a path ending in .gguf is read
   // as llama.cpp's `dflash` GGUF (load_gguf).
-  static std::unique_ptr<DFlashDraft> load(const std::string& dir, const LoadOptions& opt, const Transformer& target);
+  static std::unique_ptr<DFlashDraft> load(const std::string& dir, const LoadOptions& opt, const TargetModel& target);
   // A draft converted by llama.cpp's convert_hf_to_gguf.py (architecture "dflash").
   static std::unique_ptr<DFlashDraft> load_gguf(const std::string& path, const LoadOptions& opt,
-                                                const Transformer& target);
+                                                const TargetModel& target);
   // Random weights of a given shape for `target` (speed benchmarks of real shapes, nothing on
   // disk): vocab, mask id and the tapped ids come from cfg as given; cfg must fit the target.
-  static std::unique_ptr<DFlashDraft> random(const DraftConfig& cfg, WType weights, const Transformer& target,
+  static std::unique_ptr<DFlashDraft> random(const DraftConfig& cfg, WType weights, const TargetModel& target,
                                              uint64_t seed);
   virtual const char* kind() const { return "dflash"; }
 
@@ -67,7 +68,7 @@ class DFlashDraft : public Drafter {
   int block_size() const override { return cfg_.block_size; }
   const std::vector<int>& target_layers() const override { return cfg_.target_layer_ids; }
   int feature_dim() const override { return int(cfg_.target_layer_ids.size()) * cfg_.hidden; }
-  KVCache make_cache(int capacity) const override;
+  std::unique_ptr<SequenceState> new_state(int capacity) const override;
   void set_activations(DraftActivations a) { act_ = a; }
   // The draft's own cache format; f32 by default, as a quantized draft cache is known to
   // collapse acceptance in other engines.
@@ -75,34 +76,35 @@ class DFlashDraft : public Drafter {
   WType cache_type() const { return cache_type_; }
 
   // Appends context rows (target taps, [n][feature_dim]) at positions cache.length()...
-  void add_context(KVCache& cache, const float* features, int n, ThreadPool* pool) const override;
+  void add_context(SequenceState& state, const float* features, int n) const override;
   // One block [first, MASK x (B-1)] at positions cache.length()..+B-1; writes the logits of
   // rows 1..B-1 ([B-1][vocab]) and leaves the cache holding only context rows.
-  void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const override;
+  void propose(SequenceState& state, int32_t first, int B, float* logits) const override;
 
  protected:
   // Checks cfg_ against the target, maps the folder, loads the tensors v1 and v2 share;
   // returns the loader (valid while storage_ lives) for the rest.
   WeightLoader load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
-                           const Transformer& target);
+                           const TargetModel& target);
   // The compatibility checks of load_common (errors name `origin`); sets cfg_.vocab.
-  void check_fits(const std::string& origin, const Transformer& target);
+  void check_fits(const std::string& origin, const TargetModel& target);
   // After the weights: the RoPE frequencies and the target whose embedding and head are used.
-  void finish_load(const Transformer& target);
+  void finish_load(const TargetModel& target);
   // The block through every layer; writes norm(h) of rows 1..B-1 ([B-1][hidden]) and drops
   // the block's K/V from the cache.
   std::vector<std::string> store_names() const;  // the checkpoint's tensor names
-  void block_hidden(KVCache& cache, int32_t first, int B, float* normed, ThreadPool* pool) const;
+  void block_hidden(SequenceState& state, int32_t first, int B, float* normed) const;
   // Hooks around each sublayer (sub 0 attention, 1 MLP) of layer l: `h` is the normed
-  // sublayer input [B][hidden] and may be rewritten, `o` the sublayer output. `scratch`
-  // carries state from one to the other. No-ops in v1.
-  virtual void sublayer_in(int /*l*/, int /*sub*/, float* /*h*/, int /*B*/, std::vector<float>& /*scratch*/,
-                           ThreadPool* /*pool*/) const {}
-  virtual void sublayer_out(int /*l*/, int /*sub*/, float* /*o*/, int /*B*/, const std::vector<float>& /*scratch*/) const {}
+  // sublayer input [B][hidden] and may be rewritten, `o` the sublayer output. No-ops in v1.
+  virtual void sublayer_in(int /*l*/, int /*sub*/, float* /*h*/, int /*B*/) const {}
+  virtual void sublayer_out(int /*l*/, int /*sub*/, float* /*o*/, int /*B*/) const {}
+  // The draft's KV cache behind a state from new_state (throws for any other state).
+  static KVCache& cache_of(SequenceState& state);
 
   DraftConfig cfg_;
   std::string prefix_;  // tensor name prefix ("" or "model.")
-  const Transformer* target_ = nullptr;
+  const TargetModel* target_ = nullptr;
+  const Backend* backend_ = nullptr;  // the target's
   WeightMatrix fc_;
   std::vector<float> hidden_norm_, norm_;
   std::vector<LayerWeights> layers_;
@@ -110,6 +112,11 @@ class DFlashDraft : public Drafter {
   std::shared_ptr<const void> storage_;
   DraftActivations act_ = DraftActivations::F32;
   WType cache_type_ = WType::F32;
+  // Activations, grown to the largest call and reused (single-flight, like the target).
+  struct Activations {
+    ActivationBuffer x, h, q, k, v, att, gate, up, cos, sin, pos, kbeg, kend, normed, logits, ctx;
+  };
+  mutable Activations acts_;
 };
 
 }  // namespace dflash

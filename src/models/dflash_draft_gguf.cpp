@@ -31,7 +31,7 @@ int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int> 
 }  // namespace
 
 std::unique_ptr<DFlashDraft> DFlashDraft::load_gguf(const std::string& path, const LoadOptions& opt,
-                                                    const Transformer& target) {
+                                                    const TargetModel& target) {
   auto file = std::make_shared<GgufFile>(path);
   const GgufFile& f = *file;
   const std::string arch = f.get_string("general.architecture").value_or("");
@@ -83,7 +83,7 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load_gguf(const std::string& path, con
   const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
   const int64_t F = int64_t(c.target_layer_ids.size()) * H;
   d->fc_ = L.matrix("fc.weight", H, F, opt.weights);
-  pack_for_kernels(d->fc_);
+  target.backend().prepare_weight(d->fc_);
   d->hidden_norm_ = L.vector("enc.output_norm.weight", H);
   d->norm_ = L.vector("output_norm.weight", H);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -100,7 +100,7 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load_gguf(const std::string& path, con
     w.ffn_norm = L.vector(lp + "ffn_norm.weight", H);
     w.q_norm = L.vector(lp + "attn_q_norm.weight", c.head_dim);
     w.k_norm = L.vector(lp + "attn_k_norm.weight", c.head_dim);
-    pack_for_kernels(w);
+    prepare_layer(target.backend(), w);
     d->layers_.push_back(std::move(w));
   }
   d->storage_ = file;

@@ -95,7 +95,7 @@ DraftConfig DraftConfig::from_json(const nlohmann::json& j, const std::string& o
   return c;
 }
 
-std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const LoadOptions& opt, const Transformer& target) {
+std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const LoadOptions& opt, const TargetModel& target) {
   if (has_gguf_suffix(dir)) return load_gguf(dir, opt, target);
   const std::string cfg_path = dir + "/config.json";
   const nlohmann::json j = read_json_file(cfg_path);
@@ -111,7 +111,7 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Loa
   return d;
 }
 
-std::unique_ptr<DFlashDraft> DFlashDraft::random(const DraftConfig& cfg, WType weights, const Transformer& target,
+std::unique_ptr<DFlashDraft> DFlashDraft::random(const DraftConfig& cfg, WType weights, const TargetModel& target,
                                                  uint64_t seed) {
   auto d = std::make_unique<DFlashDraft>();
   d->cfg_ = cfg;
@@ -120,17 +120,17 @@ std::unique_ptr<DFlashDraft> DFlashDraft::random(const DraftConfig& cfg, WType w
   uint64_t state = seed * 0x9e3779b97f4a7c15ull + 7;
   const int64_t H = c.hidden;
   d->fc_ = random_weight_matrix(state, H, int64_t(c.target_layer_ids.size()) * H, weights);
-  pack_for_kernels(d->fc_);
+  target.backend().prepare_weight(d->fc_);
   d->hidden_norm_.assign(size_t(H), 1.0f);
   d->norm_.assign(size_t(H), 1.0f);
   for (int l = 0; l < c.n_layers; ++l)  // Qwen3 layers: q/k norms, no biases
-    d->layers_.push_back(random_layer_weights(state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, weights,
+    d->layers_.push_back(random_layer_weights(target.backend(), state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, weights,
                                               true, false));
   d->finish_load(target);
   return d;
 }
 
-void DFlashDraft::check_fits(const std::string& origin, const Transformer& target) {
+void DFlashDraft::check_fits(const std::string& origin, const TargetModel& target) {
   const ModelConfig& tc = target.config();
   DraftConfig& c = cfg_;
   auto bad = [&](const std::string& what) { return file_error(origin, "draft does not fit the target: " + what); };
@@ -151,17 +151,18 @@ void DFlashDraft::check_fits(const std::string& origin, const Transformer& targe
   c.vocab = tc.vocab;
 }
 
-void DFlashDraft::finish_load(const Transformer& target) {
+void DFlashDraft::finish_load(const TargetModel& target) {
   ModelConfig rc;
   rc.head_dim = cfg_.head_dim;
   rc.rope_theta = cfg_.rope_theta;
   rc.rope_scaling = cfg_.rope_scaling;
   inv_freq_ = rope_inv_freq(rc);
   target_ = &target;
+  backend_ = &target.backend();
 }
 
 WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
-                                      const Transformer& target) {
+                                      const TargetModel& target) {
   DraftConfig& c = cfg_;
   // Compatibility with the target, before any weight is touched.
   check_fits(cfg_path, target);
@@ -174,7 +175,7 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
   prefix_ = store->find("fc.weight") ? "" : store->find("model.fc.weight") ? "model." : "";
   const std::string& p = prefix_;
   fc_ = L.matrix(p + "fc.weight", H, F, opt.weights);
-  pack_for_kernels(fc_);
+  target.backend().prepare_weight(fc_);
   hidden_norm_ = L.vector(p + "hidden_norm.weight", H);
   norm_ = L.vector(p + "norm.weight", H);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -191,7 +192,7 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
     w.ffn_norm = L.vector(lp + "post_attention_layernorm.weight", H);
     w.q_norm = L.vector(lp + "self_attn.q_norm.weight", c.head_dim);
     w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
-    pack_for_kernels(w);
+    prepare_layer(target.backend(), w);
     layers_.push_back(std::move(w));
   }
   finish_load(target);

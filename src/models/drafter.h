@@ -2,11 +2,11 @@
 // What the speculative loop needs from a draft model. DFlash (v1) implements it; DFlash2 and
 // test drafters do too.
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
-#include "models/kv_cache.h"
-#include "util/thread_pool.h"
+#include "models/sequence_state.h"
 
 namespace dflash {
 
@@ -27,20 +27,21 @@ class Drafter {
   virtual int block_size() const = 0;                        // the checkpoint's default
   virtual const std::vector<int>& target_layers() const = 0;  // target layers to tap
   virtual int feature_dim() const = 0;                       // floats of taps per position
-  virtual KVCache make_cache(int capacity) const = 0;
-  // Appends context rows (target taps, [n][feature_dim]) at positions cache.length()...
-  virtual void add_context(KVCache& cache, const float* features, int n, ThreadPool* pool) const = 0;
-  // One block [first, MASK x (B-1)] at positions cache.length()..; writes logits of rows
-  // 1..B-1 ([B-1][vocab]); the cache keeps only context rows afterwards.
-  virtual void propose(KVCache& cache, int32_t first, int B, float* logits, ThreadPool* pool) const = 0;
+  // The draft's own sequence state (its KV cache of context rows), up to `capacity` positions.
+  virtual std::unique_ptr<SequenceState> new_state(int capacity) const = 0;
+  // Appends context rows (target taps, [n][feature_dim]) at positions state.length()...
+  virtual void add_context(SequenceState& state, const float* features, int n) const = 0;
+  // One block [first, MASK x (B-1)] at positions state.length()..; writes logits of rows
+  // 1..B-1 ([B-1][vocab]); the state keeps only context rows afterwards.
+  virtual void propose(SequenceState& state, int32_t first, int B, float* logits) const = 0;
 
   // Drafters that pick their own tokens return true and implement propose_tokens; the loop
   // then never looks at their logits.
   virtual bool proposes_tokens() const { return false; }
   // Like propose, but returns tokens. temperature <= 0: the greedy choice; otherwise one
   // draw per row from uniforms[0..B-2] (in [0, 1)), with q filled in.
-  virtual void propose_tokens(KVCache& /*cache*/, int32_t /*first*/, int /*B*/, float /*temperature*/,
-                              const double* /*uniforms*/, DraftTokens& /*out*/, ThreadPool* /*pool*/) const {
+  virtual void propose_tokens(SequenceState& /*state*/, int32_t /*first*/, int /*B*/, float /*temperature*/,
+                              const double* /*uniforms*/, DraftTokens& /*out*/) const {
     throw std::logic_error("this drafter proposes logits, not tokens");
   }
 };

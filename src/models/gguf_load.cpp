@@ -79,9 +79,10 @@ ModelConfig gguf_model_config(const GgufFile& f) {
 }
 
 struct GgufModelLoader {
-  static std::unique_ptr<Transformer> load(const std::string& path, const LoadOptions& opt) {
+  static std::unique_ptr<Transformer> load(const std::string& path, LoadOptions& opt) {
     auto file = std::make_shared<GgufFile>(path);
     auto m = std::make_unique<Transformer>();
+    m->backend_ = backend_of(opt);
     m->cfg_ = gguf_model_config(*file);
     m->storage_ = file;
     const ModelConfig& c = m->cfg_;
@@ -119,14 +120,14 @@ struct GgufModelLoader {
           unperm(w.bk);
         }
       }
-      pack_for_kernels(w);
+      prepare_layer(*m->backend_, w);
       m->layers_.push_back(std::move(w));
     }
     m->final_norm_ = L.vector("output_norm.weight", H);
     m->lm_head_ = c.tie_embeddings ? L.matrix("token_embd.weight", c.vocab, H, opt.weights)
                                    : L.matrix("output.weight", c.vocab, H, opt.weights);
-    pack_for_kernels(m->lm_head_);
-    m->inv_freq_ = rope_inv_freq(c);
+    m->backend_->prepare_weight(m->lm_head_);
+    m->finish_load();
     // llama3-style scaling travels as per-pair frequency divisors.
     if (file->tensor("rope_freqs.weight")) {
       const auto ff = L.vector("rope_freqs.weight", c.head_dim / 2);
@@ -149,7 +150,7 @@ struct GgufModelLoader {
   }
 };
 
-std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, const LoadOptions& opt) {
+std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, LoadOptions& opt) {
   return GgufModelLoader::load(path, opt);
 }
 

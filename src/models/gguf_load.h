@@ -13,7 +13,7 @@ namespace dflash {
 
 // Hyper-parameters from <arch>.* metadata; vocab from token_embd's row count.
 ModelConfig gguf_model_config(const GgufFile& f);
-std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, const LoadOptions& opt);
+std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, LoadOptions& opt);
 
 VocabSpec gguf_vocab_spec(const GgufFile& f);
 Tokenizer load_gguf_tokenizer(const std::string& path);

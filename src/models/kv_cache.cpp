@@ -19,18 +19,22 @@ WType parse_kv_type(const std::string& s) {
   throw Error("unknown KV cache type '" + s + "' (expected f32, f16, q8 or q4)");
 }
 
-KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type)
-    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity), type_(type) {
+void check_kv_type(WType type, int head_dim) {
   if (!kv_type_supported(type)) throw Error(std::string("KV cache type ") + wtype_name(type) + " is not supported");
   if ((type == WType::Q8_0 || type == WType::Q4_0) && head_dim % kQBlock != 0)
     throw Error("a " + std::string(wtype_name(type)) + " KV cache needs head_dim to be a multiple of 32 (it is " +
                 std::to_string(head_dim) + ")");
+}
+
+KVCache::KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type, const Backend* backend)
+    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim), capacity_(capacity), type_(type) {
+  check_kv_type(type, head_dim);
   row_bytes_ = dflash::row_bytes(type, head_dim);
   // Pages, not a vector: they are mapped as the context fills (not zeroed up front), and a
   // large cache is read as huge pages (see alloc_pages).
   bytes_ = size_t(n_layers) * layer_bytes();
-  k_ = alloc_pages(bytes_);
-  v_ = alloc_pages(bytes_);
+  k_ = backend ? backend->allocate(bytes_) : alloc_pages(bytes_);
+  v_ = backend ? backend->allocate(bytes_) : alloc_pages(bytes_);
 }
 
 void KVCache::store(int layer, const float* k, const float* v, int pos0, int n) {

@@ -3,15 +3,18 @@
 // [layer][kv_head][capacity][row] so attention reads each head's keys contiguously. A row is
 // one position of one kv head: head_dim floats (f32 or f16, llama.cpp's default), or head_dim/32 GGUF Q8_0 / Q4_0 blocks
 // (an fp16 scale per 32 values), quantized when stored.
-// Rolling back after a rejected draft is just lowering `length`: rows are independent, and
-// rows past it are overwritten by the next forward.
+// It is the sequence state of attention layers (models/sequence_state.h). Rolling back after
+// a rejected draft is just lowering `length`: rows are independent, and rows past it are
+// overwritten by the next forward.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "kernels/weight_matrix.h"
+#include "models/sequence_state.h"
 
 namespace dflash {
 
@@ -19,18 +22,26 @@ namespace dflash {
 bool kv_type_supported(WType t);
 WType parse_kv_type(const std::string& s);  // "f32", "f16", "q8"/"q8_0", "q4"/"q4_0"
 
-class KVCache {
+// Throws dflash::Error unless a cache of this format can hold rows of head_dim values.
+void check_kv_type(WType type, int head_dim);
+
+class KVCache final : public SequenceState {
  public:
   KVCache() = default;
-  // Throws dflash::Error for a quantized type when head_dim is not a multiple of 32.
-  KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type = WType::F32);
+  // Memory from `backend` (null: anonymous pages, for tests). Throws dflash::Error for a
+  // quantized type when head_dim is not a multiple of 32.
+  KVCache(int n_layers, int n_kv_heads, int head_dim, int capacity, WType type = WType::F32,
+          const Backend* backend = nullptr);
   KVCache(KVCache&&) = default;
   KVCache& operator=(KVCache&&) = default;
 
-  int capacity() const { return capacity_; }
-  int length() const { return length_; }
+  int capacity() const override { return capacity_; }
+  int length() const override { return length_; }
+  int rollback_point(int n) const override { return n < 0 ? 0 : n; }
+  void rollback(int n) override { if (n < length_) length_ = n < 0 ? 0 : n; }
+  size_t bytes() const override { return 2 * bytes_; }
+  // The model that wrote rows up to n (positions are stored before the length moves).
   void set_length(int n) { length_ = n; }
-  void rollback(int n) { if (n < length_) length_ = n; }
   WType type() const { return type_; }
   size_t row_bytes() const { return row_bytes_; }
 
@@ -38,7 +49,6 @@ class KVCache {
   uint8_t* v(int layer) { return v_.get() + layer_bytes() * size_t(layer); }
   const uint8_t* k(int layer) const { return k_.get() + layer_bytes() * size_t(layer); }
   const uint8_t* v(int layer) const { return v_.get() + layer_bytes() * size_t(layer); }
-  size_t bytes() const { return 2 * bytes_; }
 
   // Stores n rows of k and v ([n][n_kv_heads * head_dim] fp32) at positions pos0.. of a layer.
   void store(int layer, const float* k, const float* v, int pos0, int n);

@@ -63,6 +63,28 @@ RopeScaling parse_rope_scaling(const nlohmann::json& j, int max_pos, const std::
   throw file_error(origin, "unsupported rope_scaling type '" + r.type + "' (supported: default, linear, llama3, yarn)");
 }
 
+const char* layer_kind_name(LayerKind k) {
+  return k == LayerKind::LinearAttention ? "linear_attention" : "attention";
+}
+
+// config.json's layer_types (Qwen3.5: "linear_attention" / "full_attention"); absent: every
+// layer is attention.
+static std::vector<LayerKind> read_layer_kinds(const nlohmann::json& j, int n_layers, const std::string& origin) {
+  std::vector<LayerKind> kinds(size_t(n_layers), LayerKind::Attention);
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return kinds;
+  const auto& t = j["layer_types"];
+  if (!t.is_array() || t.size() != size_t(n_layers))
+    throw file_error(origin, "layer_types must list one type per layer (" + std::to_string(n_layers) + ")");
+  for (size_t l = 0; l < t.size(); ++l) {
+    const std::string s = t[l].is_string() ? t[l].get<std::string>() : "";
+    if (s == "linear_attention") kinds[l] = LayerKind::LinearAttention;
+    else if (s != "full_attention" && s != "attention")
+      throw file_error(origin, "layer_types[" + std::to_string(l) + "] is '" + s +
+                                   "' (known: full_attention, linear_attention)");
+  }
+  return kinds;
+}
+
 ModelConfig ModelConfig::from_json(const nlohmann::json& root, const std::string& origin) {
   if (!root.is_object()) throw file_error(origin, "config must be a JSON object");
   ModelConfig c;
@@ -99,6 +121,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, const std::string
   c.rope_scaling = parse_rope_scaling(j, c.max_position, origin);
   c.tie_embeddings = root.value("tie_word_embeddings", j.value("tie_word_embeddings", false));
   c.attention_bias = c.arch->qkv_bias || j.value("attention_bias", false);
+  c.layer_kinds = read_layer_kinds(j, c.n_layers, origin);
   if (j.contains("eos_token_id")) read_ids(j["eos_token_id"], c.eos_ids);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int>();
   return c;

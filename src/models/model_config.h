@@ -18,9 +18,15 @@ struct RopeScaling {
   bool truncate = true;                                  // yarn
 };
 
+// What a layer's token mixer is. Every layer of the dense family is Attention; the Qwen3.5
+// hybrids interleave LinearAttention (Gated DeltaNet, a recurrent state) with Attention.
+enum class LayerKind { Attention, LinearAttention };
+const char* layer_kind_name(LayerKind k);
+
 struct ModelConfig {
   const ArchSpec* arch = nullptr;
   std::string architecture;  // as named in config.json
+  std::vector<LayerKind> layer_kinds;  // one per layer, filled by the config readers
   int hidden = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0;
   double rms_eps = 1e-6;
   double rope_theta = 10000.0;

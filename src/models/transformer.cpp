@@ -1,23 +1,34 @@
-// The shared decoder forward for every target family; ArchSpec switches decide the details.
+// The dense family's forward: embedding, then per layer RMSNorm -> attention over the KV cache
+// -> residual -> RMSNorm -> SwiGLU MLP -> residual, then the final norm and the LM head.
+// Several sequences share one pass: their rows are stacked for every matmul and norm, and
+// each attends to its own cache.
 #include "models/transformer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kernels.h"
 #include "models/arch/arch_spec.h"
 #include "models/decoder_blocks.h"
 #include "util/error.h"
 
 namespace dflash {
 
-KVCache Transformer::make_cache(int capacity) const {
-  return KVCache(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity, cache_type_);
+void Transformer::finish_load() {
+  for (int l = 0; l < cfg_.n_layers; ++l)
+    if (!cfg_.layer_kinds.empty() && cfg_.layer_kinds[size_t(l)] != LayerKind::Attention)
+      throw Error("layer " + std::to_string(l) + " is " + layer_kind_name(cfg_.layer_kinds[size_t(l)]) +
+                  ", which the dense family (" + cfg_.architecture + ") does not have");
+  cfg_.layer_kinds.assign(size_t(cfg_.n_layers), LayerKind::Attention);
+  inv_freq_ = rope_inv_freq(cfg_);
+}
+
+std::unique_ptr<SequenceState> Transformer::new_state(int capacity) const {
+  return std::make_unique<KVCache>(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity, cache_type_,
+                                   backend_.get());
 }
 
 void Transformer::set_cache_type(WType t) {
-  KVCache(1, 1, cfg_.head_dim, 0, t);  // throws now, not at the first request, if t cannot work
+  check_kv_type(t, cfg_.head_dim);  // throws now, not at the first request, if t cannot work
   cache_type_ = t;
 }
 
@@ -25,7 +36,7 @@ void Transformer::embed(int32_t token, float* out) const {
   if (token < 0 || token >= cfg_.vocab)
     throw Error("token id " + std::to_string(token) + " is outside the vocabulary (size " +
                 std::to_string(cfg_.vocab) + ")");
-  dequantize_row(embed_, token, out);
+  backend_->dequantize_row(embed_, token, out);
 }
 
 size_t Transformer::weight_bytes() const {
@@ -35,57 +46,108 @@ size_t Transformer::weight_bytes() const {
   return b;
 }
 
-void Transformer::logits_from_hidden(const float* h, int rows, float* logits, ThreadPool* pool) const {
-  std::vector<float> normed(size_t(rows) * cfg_.hidden);
-  rmsnorm(h, rows, cfg_.hidden, final_norm_.data(), float(cfg_.rms_eps), normed.data());
-  matmul(normed.data(), rows, lm_head_, logits, pool);
+void Transformer::logits_from_hidden(const float* h, int rows, float* logits) const {
+  float* normed = act_.normed.floats(*backend_, size_t(rows) * size_t(cfg_.hidden));
+  backend_->rmsnorm(h, rows, cfg_.hidden, final_norm_.data(), float(cfg_.rms_eps), normed);
+  backend_->matmul(normed, rows, lm_head_, logits);
 }
 
-void Transformer::forward(KVCache& cache, const ForwardArgs& a, ThreadPool* pool) const {
+void Transformer::lm_head_logits(const float* normed, int rows, float* logits) const {
+  backend_->matmul(normed, rows, lm_head_, logits);
+}
+
+void Transformer::forward_batch(std::span<SequenceRows> batch) const {
   const ModelConfig& c = cfg_;
-  const int n = a.n, H = c.hidden, hd = c.head_dim;
+  const Backend& be = *backend_;
+  const int H = c.hidden, hd = c.head_dim, half = hd / 2;
   const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
-  const int pos0 = cache.length();
-  if (n <= 0) return;
-  if (pos0 + n > cache.capacity())
-    throw Error("context full: " + std::to_string(pos0 + n) + " tokens exceed the context size " +
-                std::to_string(cache.capacity()));
+  // Check every sequence before any state changes.
+  size_t N = 0;
+  for (const SequenceRows& s : batch) {
+    auto* cache = dynamic_cast<KVCache*>(s.state);
+    if (!cache) throw Error("forward: a sequence state that this model did not make");
+    if (s.rows.n < 0) throw Error("forward: a negative row count");
+    if (cache->length() + s.rows.n > cache->capacity())
+      throw Error("context full: " + std::to_string(cache->length() + s.rows.n) +
+                  " tokens exceed the context size " + std::to_string(cache->capacity()));
+    for (const SequenceRows& o : batch)
+      if (&o != &s && o.state == s.state) throw Error("forward: a sequence appears twice in one batch");
+    N += size_t(s.rows.n);
+  }
+  if (N == 0) return;
+
+  float* x = act_.x.floats(be, N * H);
+  float* h = act_.h.floats(be, N * H);
+  float* q = act_.q.floats(be, N * qd);
+  float* k = act_.k.floats(be, N * kvd);
+  float* v = act_.v.floats(be, N * kvd);
+  float* att = act_.att.floats(be, N * qd);
+  float* g = act_.gate.floats(be, N * c.ffn);
+  float* u = act_.up.floats(be, N * c.ffn);
+  float* cosv = act_.cos.floats(be, N * half);
+  float* sinv = act_.sin.floats(be, N * half);
+  int* pos = act_.pos.ints(be, N);
+  int* kbeg = act_.kbeg.ints(be, N);
+  int* kend = act_.kend.ints(be, N);
+
+  // Row r of the stack: its token's embedding, its position, its causal key range.
+  size_t r = 0;
+  for (const SequenceRows& s : batch) {
+    const int pos0 = s.state->length();
+    for (int i = 0; i < s.rows.n; ++i, ++r) {
+      embed(s.rows.tokens[i], x + r * H);
+      pos[r] = pos0 + i;
+      kbeg[r] = 0;
+      kend[r] = pos0 + i + 1;
+    }
+  }
+  // Each row's angles depend on its position only.
+  be.rope_tables(inv_freq_.data(), half, pos, int(N), c.rope_scaling.type == "yarn" ? float(c.rope_scaling.attention_factor) : 1.0f,
+                 cosv, sinv);
 
   const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), c.arch->qk_norm, c.attention_bias};
-  std::vector<float> x(size_t(n) * H), h(size_t(n) * H), q(size_t(n) * qd), k(size_t(n) * kvd),
-      v(size_t(n) * kvd), att(size_t(n) * qd), g, u;
-  for (int i = 0; i < n; ++i) embed(a.tokens[i], x.data() + size_t(i) * H);
-
-  // RoPE tables for this call's positions; each row's angles depend on its position only.
-  std::vector<float> cosv, sinv;
-  rope_tables(inv_freq_, pos0, n, c.rope_scaling.type == "yarn" ? float(c.rope_scaling.attention_factor) : 1.0f,
-              cosv, sinv);
-  std::vector<int> kbeg(static_cast<size_t>(n), 0), kend(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) kend[size_t(i)] = pos0 + i + 1;  // causal
-
-  const size_t n_cap = a.capture_layers ? a.capture_layers->size() : 0;
+  const float scale = 1.0f / std::sqrt(float(hd));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[size_t(l)];
-    rmsnorm(x.data(), n, H, w.attn_norm.data(), d.eps, h.data());
-    project_qkv(w, d, h.data(), n, cosv.data(), sinv.data(), q.data(), k.data(), v.data(), pool);
-    store_kv(cache, l, d, k.data(), v.data(), pos0, n);
-    AttentionArgs aa{q.data(), n, c.n_heads, c.n_kv_heads, hd, nullptr, nullptr, 0,
-                     kbeg.data(), kend.data(), 1.0f / std::sqrt(float(hd)), att.data()};
-    cache.bind(l, aa);
-    attention(aa, pool);
-    matmul(att.data(), n, w.wo, h.data(), pool);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += h[i];
-    mlp_residual(w, d, x.data(), n, h, g, u, pool);
+    be.rmsnorm(x, int(N), H, w.attn_norm.data(), d.eps, h);
+    project_qkv(be, w, d, h, int(N), cosv, sinv, q, k, v);
+    r = 0;
+    for (const SequenceRows& s : batch) {
+      auto& cache = static_cast<KVCache&>(*s.state);
+      const int n = s.rows.n;
+      if (n == 0) continue;
+      cache.store(l, k + r * kvd, v + r * kvd, cache.length(), n);
+      AttentionArgs aa{q + r * qd, n, c.n_heads, c.n_kv_heads, hd, nullptr, nullptr, 0, kbeg + r, kend + r, scale,
+                       att + r * qd};
+      cache.bind(l, aa);
+      be.attention(aa);
+      r += size_t(n);
+    }
+    be.matmul(att, int(N), w.wo, h);
+    be.add(x, h, N * H);
+    mlp_residual(be, w, d, x, int(N), h, g, u);
 
-    for (size_t s = 0; s < n_cap; ++s)
-      if ((*a.capture_layers)[s] == l)
-        for (int i = 0; i < n; ++i)
-          std::memcpy(a.capture + (size_t(i) * n_cap + s) * H, x.data() + size_t(i) * H, sizeof(float) * H);
+    r = 0;
+    for (const SequenceRows& s : batch) {
+      const ForwardArgs& a = s.rows;
+      const size_t n_cap = a.capture_layers ? a.capture_layers->size() : 0;
+      for (size_t t = 0; t < n_cap; ++t)
+        if ((*a.capture_layers)[t] == l)
+          for (int i = 0; i < a.n; ++i)
+            std::memcpy(a.capture + (size_t(i) * n_cap + t) * H, x + (r + size_t(i)) * H, sizeof(float) * H);
+      r += size_t(a.n);
+    }
   }
-  cache.set_length(pos0 + n);
 
-  const int from = a.logits_from < 0 ? n - 1 : a.logits_from;
-  if (a.logits && from < n) logits_from_hidden(x.data() + size_t(from) * H, n - from, a.logits, pool);
+  r = 0;
+  for (const SequenceRows& s : batch) {
+    const ForwardArgs& a = s.rows;
+    auto& cache = static_cast<KVCache&>(*s.state);
+    cache.set_length(cache.length() + a.n);
+    const int from = a.logits_from < 0 ? a.n - 1 : a.logits_from;
+    if (a.logits && from < a.n && a.n > 0) logits_from_hidden(x + (r + size_t(from)) * H, a.n - from, a.logits);
+    r += size_t(a.n);
+  }
 }
 
 }  // namespace dflash

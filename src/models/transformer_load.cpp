@@ -11,22 +11,14 @@
 
 namespace dflash {
 
-void pack_for_kernels(WeightMatrix& w) {
-  if (!packable(w)) return;
-  const bool mapped = !w.owner;
-  const uint8_t* src = w.data;
-  const size_t n = w.bytes();
-  w = pack_weight_matrix(w);
-  if (mapped) release_mapped_pages(src, n);
-}
-
-void pack_for_kernels(LayerWeights& w) {
-  for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) pack_for_kernels(*m);
+void prepare_layer(const Backend& be, LayerWeights& w) {
+  for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) be.prepare_weight(*m);
 }
 
 struct TransformerLoader {
-  static std::unique_ptr<Transformer> load(const std::string& dir, const LoadOptions& opt) {
+  static std::unique_ptr<Transformer> load(const std::string& dir, LoadOptions& opt) {
     auto m = std::make_unique<Transformer>();
+    m->backend_ = backend_of(opt);
     m->cfg_ = ModelConfig::from_folder(dir);
     const ModelConfig& c = m->cfg_;
     auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
@@ -57,7 +49,7 @@ struct TransformerLoader {
         w.bk = L.vector(lp + "self_attn.k_proj.bias", kvd);
         w.bv = L.vector(lp + "self_attn.v_proj.bias", kvd);
       }
-      pack_for_kernels(w);
+      prepare_layer(*m->backend_, w);
       m->layers_.push_back(std::move(w));
     }
     m->final_norm_ = L.vector(p + "norm.weight", H);
@@ -76,14 +68,16 @@ struct TransformerLoader {
     } else {
       throw file_error(dir, "missing tensor 'lm_head.weight' (and tie_word_embeddings is false)");
     }
-    pack_for_kernels(m->lm_head_);
-    m->inv_freq_ = rope_inv_freq(c);
+    m->backend_->prepare_weight(m->lm_head_);
+    m->finish_load();
     return m;
   }
 
-  static std::unique_ptr<Transformer> random(const ModelConfig& c, WType type, uint64_t seed) {
+  static std::unique_ptr<Transformer> random(const ModelConfig& c, WType type, uint64_t seed,
+                                             std::shared_ptr<Backend> backend) {
     auto m = std::make_unique<Transformer>();
     m->cfg_ = c;
+    m->backend_ = backend ? std::move(backend) : make_cpu_backend();
     // xorshift uniform noise: a billion weights in seconds; the values do not matter for speed.
     uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
     auto mat = [&](int64_t rows, int64_t cols, WType t) { return random_weight_matrix(state, rows, cols, t); };
@@ -91,17 +85,17 @@ struct TransformerLoader {
     const int64_t H = c.hidden;
     m->embed_ = mat(c.vocab, H, WType::BF16);
     for (int l = 0; l < c.n_layers; ++l)
-      m->layers_.push_back(random_layer_weights(state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, type,
+      m->layers_.push_back(random_layer_weights(*m->backend_, state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, type,
                                                 c.arch->qk_norm, c.attention_bias));
     m->final_norm_ = ones(H);
     m->lm_head_ = mat(c.vocab, H, type);
-    pack_for_kernels(m->lm_head_);
-    m->inv_freq_ = rope_inv_freq(c);
+    m->backend_->prepare_weight(m->lm_head_);
+    m->finish_load();
     return m;
   }
 };
 
-LayerWeights random_layer_weights(uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads, int head_dim,
+LayerWeights random_layer_weights(const Backend& be, uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads, int head_dim,
                                   int64_t ffn, WType type, bool qk_norm, bool bias) {
   const int64_t H = hidden, qd = int64_t(n_heads) * head_dim, kvd = int64_t(n_kv_heads) * head_dim;
   auto mat = [&](int64_t rows, int64_t cols) { return random_weight_matrix(state, rows, cols, type); };
@@ -121,17 +115,18 @@ LayerWeights random_layer_weights(uint64_t& state, int64_t hidden, int n_heads, 
     w.bk.assign(size_t(kvd), 0.0f);
     w.bv.assign(size_t(kvd), 0.0f);
   }
-  pack_for_kernels(w);
+  prepare_layer(be, w);
   return w;
 }
 
-std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& opt) {
+std::unique_ptr<Transformer> Transformer::load(const std::string& dir, LoadOptions opt) {
   if (has_gguf_suffix(dir)) return load_gguf_transformer(dir, opt);
   return TransformerLoader::load(dir, opt);
 }
 
-std::unique_ptr<Transformer> Transformer::random(const ModelConfig& cfg, WType weights, uint64_t seed) {
-  return TransformerLoader::random(cfg, weights, seed);
+std::unique_ptr<Transformer> Transformer::random(const ModelConfig& cfg, WType weights, uint64_t seed,
+                                                 std::shared_ptr<Backend> backend) {
+  return TransformerLoader::random(cfg, weights, seed, std::move(backend));
 }
 
 }  // namespace dflash

@@ -6,11 +6,9 @@
 #include "decoding/spec_report.h"
 #include "decoding/speculative.h"
 #include "models/dflash_draft.h"
-#include "models/transformer.h"
 #include "server/stop_strings.h"
 #include "server/think_cap.h"
 #include "util/error.h"
-#include "util/thread_pool.h"
 #include "util/timer.h"
 
 namespace dflash::server {
@@ -40,22 +38,21 @@ void add_stats(SpecStats& sum, const SpecStats& s) {
 }  // namespace
 
 Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
-    : opt_(opt), tok_(std::move(loaded.tokenizer)), model_(std::move(loaded.model)), draft_(std::move(loaded.draft)),
-      stop_ids_(std::move(loaded.stop_ids)) {
+    : opt_(opt), tok_(std::move(loaded.tokenizer)), backend_(std::move(loaded.backend)),
+      model_(std::move(loaded.target)), draft_(std::move(loaded.draft)), stop_ids_(std::move(loaded.stop_ids)) {
   if (!tok_) throw file_error(opt.model_dir, "missing tokenizer.json (the server needs the model's tokenizer)");
   const ModelConfig& cfg = model_->config();
   ctx_size_ = opt.ctx_size > 0 ? opt.ctx_size : std::min(cfg.max_position > 0 ? cfg.max_position : 4096, 8192);
-  pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : default_thread_count());
   if (draft_) {
     SpecParams sp;
     sp.block_size = opt.block_size > 0 ? opt.block_size : draft_->config().block_size;
     sp.adaptive = opt.adaptive;
     block_size_ = sp.block_size;
-    auto sg = std::make_unique<SpeculativeGenerator>(*model_, *draft_, pool_.get(), ctx_size_, sp);
+    auto sg = std::make_unique<SpeculativeGenerator>(*model_, *draft_, ctx_size_, sp);
     spec_ = sg.get();
     gen_ = std::move(sg);
   } else {
-    gen_ = std::make_unique<Generator>(*model_, pool_.get(), ctx_size_);
+    gen_ = std::make_unique<Generator>(*model_, ctx_size_);
   }
   think_ = ThinkTokens::from(*tok_);
   if (think_.known()) think_close_ = think_close_tokens(*tok_);
@@ -71,7 +68,7 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
 Engine::~Engine() = default;
 
 const ModelConfig& Engine::config() const { return model_->config(); }
-int Engine::threads() const { return pool_->size(); }
+int Engine::threads() const { return model_->backend().threads(); }
 
 std::optional<std::string> Engine::bos_text() const {
   if (!tok_->special().bos) return std::nullopt;

@@ -17,7 +17,8 @@
 #include "tokenizer/tokenizer.h"
 
 #include "models/dflash_draft.h"
-#include "models/transformer.h"
+#include "models/model_pair.h"
+#include "models/target_model.h"
 
 namespace dflash {
 class SpeculativeGenerator;
@@ -29,19 +30,15 @@ struct EngineOptions {
   std::string model_dir, draft_dir;  // for reports; draft_dir empty: plain decoding
   std::string weights = "bf16";
   int ctx_size = 0;                  // 0: the model's max_position, at most 8192
-  int threads = 0;                   // 0: all cores
+  int threads = 0;                   // 0: all cores (the backend load_pair made has them)
   int block_size = 0;                // 0: the draft's own
   bool adaptive = true;
   int chunk_size = 512;
 };
 
-// What the command line loaded (it owns the model-finding rules); the engine takes it over.
-struct LoadedModels {
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Transformer> model;
-  std::unique_ptr<DFlashDraft> draft;  // null: plain decoding
-  std::vector<int32_t> stop_ids;
-};
+// What the command line loaded (load_pair: it owns the model-finding rules); the engine
+// takes it over.
+using LoadedModels = ModelPair;
 
 struct GenRequest {
   std::vector<int32_t> prompt;
@@ -96,9 +93,9 @@ class Engine {
   EngineOptions opt_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ChatTemplate> template_;
-  std::unique_ptr<Transformer> model_;
+  std::shared_ptr<Backend> backend_;
+  std::unique_ptr<TargetModel> model_;
   std::unique_ptr<DFlashDraft> draft_;
-  std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Generator> gen_;
   SpeculativeGenerator* spec_ = nullptr;
   std::vector<int32_t> stop_ids_;

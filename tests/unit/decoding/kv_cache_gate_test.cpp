@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "models/transformer.h"
 #include "decoding/speculative.h"
 #include "models/dflash_draft.h"
 #include "tokenizer/tokenizer.h"
@@ -30,8 +31,8 @@ struct Counts {
 
 void gate(const std::string& target_dir, const std::string& draft_dir,
           const std::vector<std::vector<int32_t>>& prompts, WType weights, Counts& res) {
-  ThreadPool pool(2);
   LoadOptions lo;
+  lo.backend = make_cpu_backend(2);
   lo.weights = weights;
   auto target = Transformer::load(target_dir, lo);
   auto draft = DFlashDraft::load(draft_dir, lo, *target);
@@ -43,14 +44,14 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
         GenerateParams gp;
         gp.max_tokens = 32;
         gp.stop_ids = target->config().eos_ids;
-        Generator plain_gen(*target, &pool, 512);
+        Generator plain_gen(*target, 512);
         const auto plain = run(plain_gen, prompts[p], gp);
         for (int chunk : {1, 7, 512}) {
           gp.chunk_size = chunk;
-          Generator again(*target, &pool, 512);
+          Generator again(*target, 512);
           ASSERT_EQ(plain, run(again, prompts[p], gp)) << "plain, " << wtype_name(ct) << " cache, chunk " << chunk;
           for (int B : {2, 4, 8, 16}) {
-            SpeculativeGenerator sg(*target, *draft, &pool, 512, SpecParams{B, /*adaptive=*/false});
+            SpeculativeGenerator sg(*target, *draft, 512, SpecParams{B, /*adaptive=*/false});
             ASSERT_EQ(plain, run(sg, prompts[p], gp))
                 << target_dir << " target cache " << wtype_name(ct) << " draft cache " << wtype_name(dt)
                 << " prompt " << p << " chunk " << chunk << " B " << B;

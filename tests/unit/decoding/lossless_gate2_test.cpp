@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "models/transformer.h"
 #include "decoding/speculative.h"
 #include "models/dflash2_draft.h"
 #include "tokenizer/tokenizer.h"
@@ -32,9 +33,9 @@ struct GateResult {
 
 void gate(const std::string& target_dir, const std::string& draft_dir,
           const std::vector<std::vector<int32_t>>& prompts, int max_tokens, GateResult& res) {
-  ThreadPool pool(2);
   for (WType w : {WType::BF16, WType::Q4_0}) {
     LoadOptions lo;
+    lo.backend = make_cpu_backend(2);
     lo.weights = w;
     auto target = Transformer::load(target_dir, lo);
     auto draft = DFlashDraft::load(draft_dir, lo, *target);  // auto-detects v2
@@ -48,12 +49,12 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
       gp.max_tokens = max_tokens;
       gp.stop_ids = target->config().eos_ids;
       gp.chunk_size = 512;
-      Generator plain_gen(*target, &pool, 1024);
+      Generator plain_gen(*target, 1024);
       const auto plain = run(plain_gen, prompts[p], gp);
       for (int chunk : {1, 7, 64, 512}) {
         gp.chunk_size = chunk;
         for (int B : {2, 4, 8, 16}) {
-          SpeculativeGenerator sg(*target, *draft, &pool, 1024, SpecParams{B, /*adaptive=*/false});
+          SpeculativeGenerator sg(*target, *draft, 1024, SpecParams{B, /*adaptive=*/false});
           ASSERT_EQ(plain, run(sg, prompts[p], gp))
               << draft_dir << " " << wtype_name(w) << " prompt " << p << " chunk " << chunk << " B " << B;
           ASSERT_EQ("on", sg.stats().speculation);
@@ -62,7 +63,7 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
           ++res.runs;
         }
       }
-      SpeculativeGenerator adaptive(*target, *draft, &pool, 1024, SpecParams{16, true});
+      SpeculativeGenerator adaptive(*target, *draft, 1024, SpecParams{16, true});
       ASSERT_EQ(plain, run(adaptive, prompts[p], gp)) << "adaptive, prompt " << p;
     }
     res.blocks += d2->timing().blocks;

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "models/transformer.h"
 #include "decoding/speculative.h"
 #include "models/arch/arch_spec.h"
 
@@ -36,11 +37,12 @@ class NoisyDrafter : public Drafter {
   int block_size() const override { return 3; }
   const std::vector<int>& target_layers() const override { return layers_; }
   int feature_dim() const override { return 64; }
-  KVCache make_cache(int capacity) const override { return KVCache(1, 1, 2, capacity); }
-  void add_context(KVCache& cache, const float*, int n, ThreadPool*) const override {
+  std::unique_ptr<SequenceState> new_state(int capacity) const override { return std::make_unique<KVCache>(1, 1, 2, capacity); }
+  void add_context(SequenceState& state, const float*, int n) const override {
+    auto& cache = static_cast<KVCache&>(state);
     cache.set_length(cache.length() + n);
   }
-  void propose(KVCache&, int32_t, int B, float* logits, ThreadPool*) const override {
+  void propose(SequenceState&, int32_t, int B, float* logits) const override {
     for (int j = 0; j < B - 1; ++j)
       for (int v = 0; v < kVocab; ++v) logits[j * kVocab + v] = logits_[size_t((j % 2) * kVocab + v)];
   }
@@ -62,14 +64,14 @@ std::vector<double> softmax(const float* l, float temp) {
   return p;
 }
 
-std::vector<float> last_logits(const Transformer& m, const std::vector<int32_t>& ids) {
-  KVCache c = m.make_cache(int(ids.size()));
+std::vector<float> last_logits(const TargetModel& m, const std::vector<int32_t>& ids) {
+  auto c = m.new_state(int(ids.size()));
   std::vector<float> l(kVocab);
   ForwardArgs a;
   a.tokens = ids.data();
   a.n = int(ids.size());
   a.logits = l.data();
-  m.forward(c, a, nullptr);
+  m.forward(*c, a);
   return l;
 }
 
@@ -110,10 +112,9 @@ TEST(ProbabilisticAcceptance, FirstAndSecondTokenDistributionsMatchTheTarget) {
   // Pool tail cells with tiny expected counts so chi-square stays valid.
   const long N = 6000;
   std::map<int, long> c1, c12;
-  ThreadPool pool(1);
   long drafted = 0, accepted = 0;
   for (long s = 0; s < N; ++s) {
-    SpeculativeGenerator g(*model, drafter, &pool, 64, SpecParams{3, false, Acceptance::Probabilistic});
+    SpeculativeGenerator g(*model, drafter, 64, SpecParams{3, false, Acceptance::Probabilistic});
     GenerateParams gp;
     gp.max_tokens = 3;
     gp.sampling.temperature = temp;

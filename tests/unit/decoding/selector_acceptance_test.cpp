@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 
+#include "models/transformer.h"
 #include "decoding/speculative.h"
 #include "models/arch/arch_spec.h"
 #include "models/dflash2_draft.h"
@@ -32,16 +33,17 @@ class CandidateDrafter : public Drafter {
   int block_size() const override { return 3; }
   const std::vector<int>& target_layers() const override { return layers_; }
   int feature_dim() const override { return 64; }
-  KVCache make_cache(int capacity) const override { return KVCache(1, 1, 2, capacity); }
-  void add_context(KVCache& cache, const float*, int n, ThreadPool*) const override {
+  std::unique_ptr<SequenceState> new_state(int capacity) const override { return std::make_unique<KVCache>(1, 1, 2, capacity); }
+  void add_context(SequenceState& state, const float*, int n) const override {
+    auto& cache = static_cast<KVCache&>(state);
     cache.set_length(cache.length() + n);
   }
-  void propose(KVCache&, int32_t, int, float*, ThreadPool*) const override {
+  void propose(SequenceState&, int32_t, int, float*) const override {
     ADD_FAILURE() << "the loop asked a token drafter for logits";
   }
   bool proposes_tokens() const override { return true; }
-  void propose_tokens(KVCache&, int32_t, int B, float temperature, const double* u, DraftTokens& out,
-                      ThreadPool*) const override {
+  void propose_tokens(SequenceState&, int32_t, int B, float temperature, const double* u,
+                      DraftTokens& out) const override {
     out = DraftTokens{};
     for (int j = 0; j < B - 1; ++j) {
       const auto q = row_q(j, temperature);
@@ -95,14 +97,14 @@ std::vector<double> softmax(const float* l, int n, float temp) {
   return p;
 }
 
-std::vector<float> last_logits(const Transformer& m, const std::vector<int32_t>& ids) {
-  KVCache c = m.make_cache(int(ids.size()));
+std::vector<float> last_logits(const TargetModel& m, const std::vector<int32_t>& ids) {
+  auto c = m.new_state(int(ids.size()));
   std::vector<float> l(kVocab);
   ForwardArgs a;
   a.tokens = ids.data();
   a.n = int(ids.size());
   a.logits = l.data();
-  m.forward(c, a, nullptr);
+  m.forward(*c, a);
   return l;
 }
 
@@ -151,10 +153,9 @@ TEST(SelectorAcceptance, TokenDrafterOutputMatchesTheTarget) {
   const long N = 6000;
   std::map<int, long> c01, c012;
   std::vector<int32_t> firsts;
-  ThreadPool pool(1);
   long drafted = 0, accepted = 0;
   for (long s = 0; s < N; ++s) {
-    SpeculativeGenerator g(*model, drafter, &pool, 64, SpecParams{3, false, Acceptance::Probabilistic});
+    SpeculativeGenerator g(*model, drafter, 64, SpecParams{3, false, Acceptance::Probabilistic});
     GenerateParams gp;
     gp.max_tokens = 3;
     gp.sampling.temperature = temp;
@@ -213,14 +214,14 @@ TEST(SelectorAcceptance, SampledWalkDrawsFromItsQ) {
   const int B = 4, H = target->config().hidden, V = target->config().vocab;
   const int k = d2->config2().selector_top_k;
   // One block's hidden states and logits, then only the walk is repeated.
-  KVCache dc = draft->make_cache(64);
+  auto dc = draft->new_state(64);
   std::vector<float> feats(size_t(5) * draft->feature_dim());
   for (size_t i = 0; i < feats.size(); ++i) feats[i] = float(std::sin(double(i) * 0.37));
-  draft->add_context(dc, feats.data(), 5, nullptr);
+  draft->add_context(*dc, feats.data(), 5);
   std::vector<float> normed(size_t(B - 1) * H), logits(size_t(B - 1) * V);
   DraftTokens dt;
   const std::vector<double> u0(size_t(B - 1), 0.5);
-  d2->draft_block(dc, 7, B, 1.0f, u0.data(), normed.data(), logits.data(), dt, nullptr);
+  d2->draft_block(*dc, 7, B, 1.0f, u0.data(), normed.data(), logits.data(), dt);
   ASSERT_TRUE(dt.finite);
   ASSERT_EQ(size_t(B - 1), dt.q.size());
   // Row 0's q does not depend on the walk; each draw must come from it.
@@ -239,7 +240,7 @@ TEST(SelectorAcceptance, SampledWalkDrawsFromItsQ) {
     std::vector<double> u(size_t(B - 1));
     for (auto& v : u) v = ud(rng);
     DraftTokens o;
-    d2->select(7, normed.data(), logits.data(), B - 1, 1.0f, u.data(), o, nullptr);
+    d2->select(7, normed.data(), logits.data(), B - 1, 1.0f, u.data(), o);
     ASSERT_EQ(cand0, o.cand[0]);
     const auto it = std::find(cand0.begin(), cand0.end(), o.tokens[0]);
     ASSERT_NE(cand0.end(), it) << "drew a token outside the candidates";
@@ -258,8 +259,8 @@ TEST(SelectorAcceptance, SampledWalkDrawsFromItsQ) {
   // Greedy walk: deterministic, and its first token is the best-scoring candidate, which the
   // sampled walk draws most often at this temperature only if q agrees.
   DraftTokens g1, g2;
-  d2->select(7, normed.data(), logits.data(), B - 1, 0.0f, nullptr, g1, nullptr);
-  d2->select(7, normed.data(), logits.data(), B - 1, 0.0f, nullptr, g2, nullptr);
+  d2->select(7, normed.data(), logits.data(), B - 1, 0.0f, nullptr, g1);
+  d2->select(7, normed.data(), logits.data(), B - 1, 0.0f, nullptr, g2);
   EXPECT_EQ(g1.tokens, g2.tokens);
   const int best = int(std::max_element(q0.begin(), q0.end()) - q0.begin());
   EXPECT_EQ(cand0[size_t(best)], g1.tokens[0]);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include "models/transformer.h"
 #include "decoding/generator.h"
 #include "decoding/speculative.h"
 #include "models/arch/arch_spec.h"
@@ -31,12 +32,13 @@ class ScriptedDrafter : public Drafter {
   int block_size() const override { return 4; }
   const std::vector<int>& target_layers() const override { return layers_; }
   int feature_dim() const override { return 64; }
-  KVCache make_cache(int capacity) const override { return KVCache(1, 1, 2, capacity); }
-  void add_context(KVCache& cache, const float*, int n, ThreadPool*) const override {
+  std::unique_ptr<SequenceState> new_state(int capacity) const override { return std::make_unique<KVCache>(1, 1, 2, capacity); }
+  void add_context(SequenceState& state, const float*, int n) const override {
+    auto& cache = static_cast<KVCache&>(state);
     cache.set_length(cache.length() + n);
   }
-  void propose(KVCache& cache, int32_t, int B, float* logits, ThreadPool*) const override {
-    const int start = cache.length();
+  void propose(SequenceState& state, int32_t, int B, float* logits) const override {
+    const int start = state.length();
     for (int j = 1; j < B; ++j) {
       float* row = logits + size_t(j - 1) * vocab_;
       for (int v = 0; v < vocab_; ++v) row[v] = nan_ ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
@@ -66,11 +68,10 @@ std::vector<int32_t> run(Generator& g, const std::vector<int32_t>& prompt, const
 }
 
 struct Fixture {
-  std::unique_ptr<Transformer> model = Transformer::random(tiny_config(), WType::BF16, 3);
-  ThreadPool pool{2};
+  std::unique_ptr<Transformer> model = Transformer::random(tiny_config(), WType::BF16, 3, make_cpu_backend(2));
   std::vector<int32_t> prompt{5, 17, 33, 2, 8, 61};
   std::vector<int32_t> plain(const GenerateParams& gp) {
-    Generator g(*model, &pool, 256);
+    Generator g(*model, 256);
     return run(g, prompt, gp);
   }
   std::vector<int32_t> truth(const GenerateParams& gp) {  // prompt + plain output, by position
@@ -90,7 +91,7 @@ TEST(Speculative, PerfectDraftAcceptsEverythingAndMatchesPlain) {
   const auto plain = f.plain(gp);
   ScriptedDrafter d(f.truth(gp), 96, [](int) { return false; });
   for (int B : {2, 4, 8, 16}) {
-    SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{B, false});
+    SpeculativeGenerator g(*f.model, d, 256, SpecParams{B, false});
     EXPECT_EQ(plain, run(g, f.prompt, gp)) << "B=" << B;
     const SpecStats& s = g.stats();
     ASSERT_GT(s.steps, 0);
@@ -107,7 +108,7 @@ TEST(Speculative, WrongDraftTokensAreRejectedAndOutputStaysExact) {
   for (int every : {2, 3, 5, 7}) {
     ScriptedDrafter d(f.truth(gp), 96, [every](int pos) { return pos % every == 0; });
     for (int B : {2, 4, 8, 16}) {
-      SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{B, false});
+      SpeculativeGenerator g(*f.model, d, 256, SpecParams{B, false});
       EXPECT_EQ(plain, run(g, f.prompt, gp)) << "every=" << every << " B=" << B;
       // A window of B-1 drafted positions always holds a multiple of `every`.
       if (B - 1 >= every) {
@@ -128,7 +129,7 @@ TEST(Speculative, MaxTokensHonouredExactly) {
     GenerateParams longer = gp;
     longer.max_tokens = 40;
     ScriptedDrafter d(f.truth(longer), 96, [](int) { return false; });
-    SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{8, false});
+    SpeculativeGenerator g(*f.model, d, 256, SpecParams{8, false});
     const auto out = run(g, f.prompt, gp);
     EXPECT_EQ(size_t(max_tokens), out.size());
     EXPECT_EQ(f.plain(gp), out);
@@ -147,7 +148,7 @@ TEST(Speculative, StopTokenInsideAcceptedPrefixEndsGeneration) {
   const auto plain_stopped = f.plain(with_stop);
   ASSERT_EQ(stop, plain_stopped.back());
   ScriptedDrafter d(f.truth(gp), 96, [](int) { return false; });
-  SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{16, false});
+  SpeculativeGenerator g(*f.model, d, 256, SpecParams{16, false});
   EXPECT_EQ(plain_stopped, run(g, f.prompt, with_stop));
   EXPECT_EQ(FinishReason::Stop, g.finish_reason());
 }
@@ -157,7 +158,7 @@ TEST(Speculative, NonFiniteDraftLogitsFallBackToPlain) {
   GenerateParams gp;
   gp.max_tokens = 30;
   ScriptedDrafter d(f.truth(gp), 96, [](int) { return false; }, /*nan=*/true);
-  SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{8, false});
+  SpeculativeGenerator g(*f.model, d, 256, SpecParams{8, false});
   EXPECT_EQ(f.plain(gp), run(g, f.prompt, gp));
   EXPECT_EQ("fallback:nonfinite_draft_logits", g.stats().speculation);
   EXPECT_EQ(1, g.stats().nonfinite_steps);
@@ -176,7 +177,7 @@ TEST(Speculative, TemperatureSamplingEqualsPlainSamplingWithSameSeed) {
   other.sampling.seed = 99;
   EXPECT_NE(plain, f.plain(other)) << "the seed must matter, or this test proves nothing";
   ScriptedDrafter d(f.truth(gp), 96, [](int pos) { return pos % 4 == 0; });
-  SpeculativeGenerator g(*f.model, d, &f.pool, 256, SpecParams{8, false});
+  SpeculativeGenerator g(*f.model, d, 256, SpecParams{8, false});
   EXPECT_EQ(plain, run(g, f.prompt, gp));
   EXPECT_GT(g.stats().accepted, 0);
 }
@@ -187,12 +188,12 @@ TEST(Speculative, AdaptiveLoopStaysExactWithUselessAndPerfectDrafts) {
   gp.max_tokens = 120;
   const auto plain = f.plain(gp);
   ScriptedDrafter useless(f.truth(gp), 96, [](int) { return true; });
-  SpeculativeGenerator g1(*f.model, useless, &f.pool, 256, SpecParams{8, true});
+  SpeculativeGenerator g1(*f.model, useless, 256, SpecParams{8, true});
   EXPECT_EQ(plain, run(g1, f.prompt, gp));
   EXPECT_EQ(0, g1.stats().accepted);
   EXPECT_GT(g1.stats().plain_steps, 0);
   ScriptedDrafter perfect(f.truth(gp), 96, [](int) { return false; });
-  SpeculativeGenerator g2(*f.model, perfect, &f.pool, 256, SpecParams{8, true});
+  SpeculativeGenerator g2(*f.model, perfect, 256, SpecParams{8, true});
   EXPECT_EQ(plain, run(g2, f.prompt, gp));
   // How often the controller speculates depends on the timings it measures (a loaded machine
   // can make a verify look dear), so only what holds whatever they are: its prior makes it
@@ -274,13 +275,13 @@ TEST(Speculative, ForcedTokensAreFedAndOutputMatchesPlain) {
     }
     return out;
   };
-  Generator plain(*f.model, &f.pool, 256);
+  Generator plain(*f.model, 256);
   const auto expect = run_forced(plain);
   ASSERT_EQ(size_t(40), expect.size());
   auto truth = f.prompt;
   truth.insert(truth.end(), expect.begin(), expect.end());
   ScriptedDrafter d(truth, 96, [](int pos) { return pos % 5 == 0; });
-  SpeculativeGenerator sg(*f.model, d, &f.pool, 256, SpecParams{4, false});
+  SpeculativeGenerator sg(*f.model, d, 256, SpecParams{4, false});
   EXPECT_EQ(expect, run_forced(sg));
   EXPECT_GT(sg.stats().accepted, 0);
 }
@@ -289,14 +290,14 @@ TEST(Speculative, FollowUpRequestReusesCachedPrefix) {
   Fixture f;
   GenerateParams gp;
   gp.max_tokens = 10;
-  Generator g(*f.model, &f.pool, 256);
+  Generator g(*f.model, 256);
   const auto first = run(g, f.prompt, gp);
   auto follow = g.tokens();  // the whole first conversation plus a new turn
   follow.push_back(3);
   follow.push_back(4);
   const auto second = run(g, follow, gp);
   EXPECT_GE(g.cached_tokens(), int(f.prompt.size()));
-  Generator fresh(*f.model, &f.pool, 256);
+  Generator fresh(*f.model, 256);
   EXPECT_EQ(second, run(fresh, follow, gp)) << "a reused prefix must not change the output";
   EXPECT_EQ(0, fresh.cached_tokens());
 }

@@ -31,9 +31,9 @@ ModelConfig tiny_config(const char* arch) {
 }
 
 // Logits of all n positions, computing them in pieces of `piece` rows.
-std::vector<float> run(const Transformer& m, const std::vector<int32_t>& ids, int piece, ThreadPool* pool) {
+std::vector<float> run(const TargetModel& m, const std::vector<int32_t>& ids, int piece) {
   const int n = int(ids.size()), V = m.config().vocab;
-  KVCache cache = m.make_cache(n);
+  auto cache = m.new_state(n);
   std::vector<float> out(size_t(n) * V);
   for (int pos = 0; pos < n; pos += piece) {
     ForwardArgs a;
@@ -41,7 +41,7 @@ std::vector<float> run(const Transformer& m, const std::vector<int32_t>& ids, in
     a.n = std::min(piece, n - pos);
     a.logits_from = 0;
     a.logits = out.data() + size_t(pos) * V;
-    m.forward(cache, a, pool);
+    m.forward(*cache, a);
   }
   return out;
 }
@@ -82,51 +82,52 @@ TEST(KVCache, StoredRowsDecodeWithinTheFormatsError) {
 }
 
 TEST(KVCache, QuantizedCachesKeepDecodeVerifyAndPrefillBitwiseIdentical) {
-  ThreadPool pool1(1), pool2(2);
   std::vector<int32_t> ids(300);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 37 + 5) % 320);
   for (const char* arch : {"Qwen3ForCausalLM", "LlamaForCausalLM"})
     for (WType ct : kCacheTypes) {
-      auto m = Transformer::random(tiny_config(arch), WType::Q8_0, 42);
+      // The same weights on one and on two threads: results must not depend on the split.
+      auto m = Transformer::random(tiny_config(arch), WType::Q8_0, 42, make_cpu_backend(2));
+      auto m1 = Transformer::random(tiny_config(arch), WType::Q8_0, 42, make_cpu_backend(1));
       m->set_cache_type(ct);
-      const auto prefill = run(*m, ids, 300, &pool2);
-      const auto verify = run(*m, ids, 5, &pool2);
-      const auto decode = run(*m, ids, 1, &pool1);
+      m1->set_cache_type(ct);
+      const auto prefill = run(*m, ids, 300);
+      const auto verify = run(*m, ids, 5);
+      const auto decode = run(*m1, ids, 1);
       ASSERT_EQ(0, std::memcmp(prefill.data(), decode.data(), sizeof(float) * prefill.size())) << arch << " " << wtype_name(ct);
       ASSERT_EQ(0, std::memcmp(prefill.data(), verify.data(), sizeof(float) * prefill.size())) << arch << " " << wtype_name(ct);
     }
 }
 
 TEST(KVCache, RollbackAndRecomputeGivesIdenticalBitsInEveryFormat) {
-  ThreadPool pool(2);
   for (WType ct : kCacheTypes) {
     auto m = Transformer::random(tiny_config("Qwen3ForCausalLM"), WType::Q4_0, 7);
     m->set_cache_type(ct);
     const int V = m->config().vocab;
     std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8}, other = {9, 10, 11};
-    KVCache cache = m->make_cache(32);
-    ASSERT_EQ(ct, cache.type());
+    auto cache = m->new_state(32);
+    ASSERT_EQ(ct, static_cast<KVCache&>(*cache).type());
     std::vector<float> a(size_t(8) * V), b(size_t(3) * V), junk(size_t(3) * V);
     ForwardArgs fa;
     fa.tokens = ids.data();
     fa.n = 8;
     fa.logits_from = 0;
     fa.logits = a.data();
-    m->forward(cache, fa, &pool);
+    m->forward(*cache, fa);
     // A rejected draft: other tokens at positions 5..7, then rolled back and recomputed.
-    cache.rollback(5);
+    cache->rollback(5);
     ForwardArgs fj = fa;
     fj.tokens = other.data();
     fj.n = 3;
     fj.logits = junk.data();
-    m->forward(cache, fj, &pool);
-    cache.rollback(5);
+    m->forward(*cache, fj);
+    cache->rollback(5);
     ForwardArgs fb = fa;
     fb.tokens = ids.data() + 5;
     fb.n = 3;
     fb.logits = b.data();
-    m->forward(cache, fb, &pool);
-    ASSERT_EQ(8, cache.length());
+    m->forward(*cache, fb);
+    ASSERT_EQ(8, cache->length());
     ASSERT_EQ(0, std::memcmp(a.data() + size_t(5) * V, b.data(), sizeof(float) * b.size())) << wtype_name(ct);
   }
 }
@@ -142,12 +143,11 @@ TEST(KVCache, QuantizedCacheLogitsStayCloseToF32CacheLogits) {
   const std::string dir = kSrc + "/tests/data/random_pair/target";
   LoadOptions lo;
   auto m = Transformer::load(dir, lo);
-  ThreadPool pool(2);
   const int V = m->config().vocab, n = 200;
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) ids[size_t(i)] = int32_t((i * 131 + 17) % V);
   m->set_cache_type(WType::F32);
-  const auto ref = run(*m, ids, 64, &pool);
+  const auto ref = run(*m, ids, 64);
   double mean = 0, var = 0;
   for (float x : ref) mean += x;
   mean /= double(ref.size());
@@ -155,7 +155,7 @@ TEST(KVCache, QuantizedCacheLogitsStayCloseToF32CacheLogits) {
   const double sd = std::sqrt(var / double(ref.size()));
   for (WType ct : {WType::F16, WType::Q8_0, WType::Q4_0}) {
     m->set_cache_type(ct);
-    const auto got = run(*m, ids, 64, &pool);
+    const auto got = run(*m, ids, 64);
     double worst = 0, sq = 0;
     int same_argmax = 0;
     for (int i = 0; i < n; ++i) {

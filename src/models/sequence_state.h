@@ -1,0 +1,38 @@
+#pragma once
+// What one sequence keeps between forward passes of a model: today the KV cache of its
+// attention layers (models/kv_cache.h); for a hybrid family also the recurrent state of its
+// linear-attention layers. Decoding and the server hold sequences only through this interface:
+// they never see a KV cache, so a family whose state cannot be rolled back by lowering a
+// length (a recurrent state) plugs in without changing them.
+//
+// Rolling back: after a verify forward of B rows, the speculative loop keeps the rows of the
+// accepted prefix and drops the rest (rollback). A KV cache can return to any length. A
+// recurrent state can return only to lengths it kept a snapshot of: the model keeps one per
+// row of the last forward called with ForwardArgs::rollback_rows (the verified rows), so any
+// accepted prefix of a verify block is reachable. rollback_point() says how far back a state
+// can go, which is also what a follow-up request can reuse of the previous prompt.
+//
+// Several sequences go through one forward pass as a batch of (state, rows) pairs
+// (models/target_model.h); each state belongs to the model that made it.
+#include <cstddef>
+
+namespace dflash {
+
+class SequenceState {
+ public:
+  virtual ~SequenceState() = default;
+  // Positions held: the rows [0, length()) have gone through the model.
+  virtual int length() const = 0;
+  // The most positions this state can hold (the context size it was made with).
+  virtual int capacity() const = 0;
+  // The greatest length <= n this state can roll back to: n for a KV cache; for a recurrent
+  // state, n when n is its length or one of its kept snapshots, else 0 (start over).
+  virtual int rollback_point(int n) const = 0;
+  // Keeps positions [0, n) and drops the rest; n must be rollback_point(n). Lengths above
+  // length() are ignored.
+  virtual void rollback(int n) = 0;
+  // Bytes of memory this state holds (for capacity planning and /metrics).
+  virtual size_t bytes() const = 0;
+};
+
+}  // namespace dflash
