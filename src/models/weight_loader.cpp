@@ -1,6 +1,7 @@
 #include "models/weight_loader.h"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels/numeric.h"
 #include "util/error.h"
@@ -81,7 +82,9 @@ WeightMatrix WeightLoader::matrix(const TensorView& t, std::optional<WType> type
   return w;
 }
 
-WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type) const {
+WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
+                                  int64_t qk_head_dim) const {
+  if (qk_head_dim != 0) throw std::logic_error("WeightLoader: Hugging Face checkpoints have no llama.cpp row order");
   return matrix(get(name, {rows, cols}), type);
 }
 
