@@ -3,6 +3,7 @@
 // sources are a Hugging Face folder's WeightLoader and a GGUF file's GgufWeights; each checks
 // the shape asked for and keeps its own error messages (missing tensor, shape, dtype).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,5 +22,12 @@ class TensorSource {
                               int64_t qk_head_dim) const = 0;
   virtual std::vector<float> vector(const std::string& name, int64_t n) const = 0;
 };
+
+// What both sources do when a tensor must change type or row order: an owned rows x cols
+// matrix in `type`, written row by row by encode_row(r, out_row, scratch) with `scratch`
+// holding cols floats (no full fp32 copy of a large matrix). Refuses columns that are not
+// whole blocks of `type`, naming the tensor and its file.
+WeightMatrix encode_rows(const std::string& file, const std::string& name, int64_t rows, int64_t cols, WType type,
+                         const std::function<void(int64_t r, uint8_t* out_row, float* scratch)>& encode_row);
 
 }  // namespace dflash
