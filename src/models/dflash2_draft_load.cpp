@@ -5,6 +5,7 @@
 #include "formats/safetensors.h"
 #include "kernels/numeric.h"
 #include "models/dflash2_draft.h"
+#include "models/dflash2_tensors.h"
 #include "util/error.h"
 
 namespace dflash {
@@ -101,27 +102,28 @@ std::unique_ptr<DFlash2Draft> DFlash2Draft::load(const std::string& dir, const n
   WeightLoader L = d->load_common(dir, cfg_path, opt, target);
   const auto names = d->store_names();
   bool any_v2 = false;
-  for (const auto& n : names) any_v2 |= n.find("_conv.") != std::string::npos || n.find("candidate_selector.") != std::string::npos;
+  for (const auto& n : names) any_v2 |= is_dflash2_tensor_name(n);
   if (!any_v2)
     throw file_error(dir, "the checkpoint mixes DFlash2 and DFlash (v1) parts: a DFlash2DraftModel config over "
                           "weights without attention_conv, mlp_conv or candidate_selector tensors");
-  const int64_t H = c.hidden, K = c2.conv_kernel, G = H / c2.conv_group, R = c2.selector_rank;
-  const std::string& p = d->prefix_;
-  for (int l = 0; l < c.n_layers; ++l)
-    for (const char* part : {"attention_conv.", "mlp_conv."}) {
-      const std::string cp = p + "layers." + std::to_string(l) + "." + part;
+  const TensorDims dims = dflash2_dims(c, c2, V);
+  const TensorNaming naming = hf_tensor_naming(d->prefix_);
+  using R = DFlash2Role;
+  for (int l = 0; l < c.n_layers; ++l)  // convs_[layer * 2 + sub]: the attention's, then the MLP's
+    for (const auto& [base, projection] : {std::pair{R::AttentionConvBase, R::AttentionConvProjection},
+                                          std::pair{R::MlpConvBase, R::MlpConvProjection}}) {
+      const TensorSpec<R>& b = dflash2_tensor(base);
       Conv cv;
-      cv.base = read_floats(L.get(cp + "base_kernel", {2, K, H}));
-      cv.projection = L.matrix(cp + "kernel_projection.weight", 2 * K * G, H, opt.weights);
+      cv.base = read_floats(L.get(tensor_name(b, naming, l), tensor_shape(b, dims)));
+      cv.projection = read_matrix(L, dflash2_tensor(projection), naming, dims, opt.weights, l);
       target.backend().prepare_weight(cv.projection);
       d->convs_.push_back(std::move(cv));
     }
-  const std::string sp = p + "candidate_selector.";
-  d->hidden_projection_ = L.matrix(sp + "hidden_projection.weight", R, H, opt.weights);
+  d->hidden_projection_ = read_matrix(L, dflash2_tensor(R::SelectorProjection), naming, dims, opt.weights);
   target.backend().prepare_weight(d->hidden_projection_);
-  // Only a few rows are read per block: they stay in the mapped file, in its own dtype.
-  d->predecessor_ = L.matrix(L.get(sp + "predecessor_codebook", {V, R}), std::nullopt);
-  d->successor_ = L.matrix(L.get(sp + "successor_codebook", {V, R}), std::nullopt);
+  // Gathered: the codebooks stay in the mapped file, in its own dtype.
+  d->predecessor_ = read_matrix(L, dflash2_tensor(R::PredecessorCodebook), naming, dims, opt.weights);
+  d->successor_ = read_matrix(L, dflash2_tensor(R::SuccessorCodebook), naming, dims, opt.weights);
   return d;
 }
 

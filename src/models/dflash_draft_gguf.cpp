@@ -9,6 +9,7 @@
 // names. This engine taps outputs, so the ids are stored back minus 1.
 #include "formats/gguf.h"
 #include "models/dflash_draft.h"
+#include "models/dflash_tensors.h"
 #include "models/gguf_weights.h"
 #include "util/error.h"
 
@@ -79,30 +80,8 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load_gguf(const std::string& path, con
   c.num_target_layers = target.config().n_layers;
   d->check_fits(path, target);
 
-  GgufWeights L(f);
-  const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
-  const int64_t F = int64_t(c.target_layer_ids.size()) * H;
-  d->fc_ = L.matrix("fc.weight", H, F, opt.weights);
-  target.backend().prepare_weight(d->fc_);
-  d->hidden_norm_ = L.vector("enc.output_norm.weight", H);
-  d->norm_ = L.vector("output_norm.weight", H);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string lp = "blk." + std::to_string(l) + ".";
-    LayerWeights w;
-    w.wq = L.matrix(lp + "attn_q.weight", qd, H, opt.weights);
-    w.wk = L.matrix(lp + "attn_k.weight", kvd, H, opt.weights);
-    w.wv = L.matrix(lp + "attn_v.weight", kvd, H, opt.weights);
-    w.wo = L.matrix(lp + "attn_output.weight", H, qd, opt.weights);
-    w.gate = L.matrix(lp + "ffn_gate.weight", c.ffn, H, opt.weights);
-    w.up = L.matrix(lp + "ffn_up.weight", c.ffn, H, opt.weights);
-    w.down = L.matrix(lp + "ffn_down.weight", H, c.ffn, opt.weights);
-    w.attn_norm = L.vector(lp + "attn_norm.weight", H);
-    w.ffn_norm = L.vector(lp + "ffn_norm.weight", H);
-    w.q_norm = L.vector(lp + "attn_q_norm.weight", c.head_dim);
-    w.k_norm = L.vector(lp + "attn_k_norm.weight", c.head_dim);
-    prepare_layer(target.backend(), w);
-    d->layers_.push_back(std::move(w));
-  }
+  read_dflash_weights(target.backend(), GgufWeights(f), gguf_tensor_naming(), c, opt.weights,
+                      {d->fc_, d->hidden_norm_, d->norm_, d->layers_});
   d->storage_ = file;
   d->finish_load(target);
   return d;

@@ -6,6 +6,8 @@
 #include "formats/safetensors.h"
 #include "models/dflash2_draft.h"
 #include "models/dflash_draft.h"
+#include "models/dflash2_tensors.h"
+#include "models/dflash_tensors.h"
 #include "models/weight_loader.h"
 #include "util/error.h"
 
@@ -104,8 +106,7 @@ std::unique_ptr<DFlashDraft> DFlashDraft::load(const std::string& dir, const Loa
   d->cfg_ = DraftConfig::from_json(j, cfg_path, target.config().n_layers);
   WeightLoader L = d->load_common(dir, cfg_path, opt, target);
   for (const std::string& n : d->store_names())
-    if (n.find("attention_conv.") != std::string::npos || n.find("mlp_conv.") != std::string::npos ||
-        n.find("candidate_selector.") != std::string::npos)
+    if (is_dflash2_tensor_name(n))
       throw file_error(dir, "the checkpoint mixes DFlash (v1) and DFlash2 parts: a DFlashDraftModel with tensor '" + n +
                                 "'");
   return d;
@@ -170,31 +171,8 @@ WeightLoader DFlashDraft::load_common(const std::string& dir, const std::string&
   auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
   storage_ = store;
   WeightLoader L(*store, dir);
-  const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
-  const int64_t F = int64_t(c.target_layer_ids.size()) * H;
-  prefix_ = store->find("fc.weight") ? "" : store->find("model.fc.weight") ? "model." : "";
-  const std::string& p = prefix_;
-  fc_ = L.matrix(p + "fc.weight", H, F, opt.weights);
-  target.backend().prepare_weight(fc_);
-  hidden_norm_ = L.vector(p + "hidden_norm.weight", H);
-  norm_ = L.vector(p + "norm.weight", H);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string lp = p + "layers." + std::to_string(l) + ".";
-    LayerWeights w;
-    w.wq = L.matrix(lp + "self_attn.q_proj.weight", qd, H, opt.weights);
-    w.wk = L.matrix(lp + "self_attn.k_proj.weight", kvd, H, opt.weights);
-    w.wv = L.matrix(lp + "self_attn.v_proj.weight", kvd, H, opt.weights);
-    w.wo = L.matrix(lp + "self_attn.o_proj.weight", H, qd, opt.weights);
-    w.gate = L.matrix(lp + "mlp.gate_proj.weight", c.ffn, H, opt.weights);
-    w.up = L.matrix(lp + "mlp.up_proj.weight", c.ffn, H, opt.weights);
-    w.down = L.matrix(lp + "mlp.down_proj.weight", H, c.ffn, opt.weights);
-    w.attn_norm = L.vector(lp + "input_layernorm.weight", H);
-    w.ffn_norm = L.vector(lp + "post_attention_layernorm.weight", H);
-    w.q_norm = L.vector(lp + "self_attn.q_norm.weight", c.head_dim);
-    w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
-    prepare_layer(target.backend(), w);
-    layers_.push_back(std::move(w));
-  }
+  prefix_ = dflash_hf_prefix(*store);
+  read_dflash_weights(target.backend(), L, hf_tensor_naming(prefix_), c, opt.weights, {fc_, hidden_norm_, norm_, layers_});
   finish_load(target);
   return L;
 }

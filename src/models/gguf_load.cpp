@@ -7,6 +7,7 @@
 
 #include "kernels/numeric.h"
 #include "models/arch/arch_spec.h"
+#include "models/dense_tensors.h"
 #include "models/gguf_weights.h"
 #include "util/error.h"
 
@@ -65,12 +66,14 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   } else if (st != "none") {
     throw file_error(f.path(), "unsupported rope.scaling.type '" + st + "' (supported: none, linear, yarn)");
   }
-  const GgufTensor* emb = f.tensor("token_embd.weight");
-  if (!emb) throw file_error(f.path(), "missing tensor 'token_embd.weight'");
-  if (emb->ne.size() < 2 || emb->ne[1] > (1 << 24)) throw file_error(f.path(), "tensor 'token_embd.weight' is not a matrix");
+  const TensorNaming naming = gguf_tensor_naming();
+  const std::string emb_name = tensor_name(dense_tensor(DenseRole::Embed), naming);
+  const GgufTensor* emb = f.tensor(emb_name);
+  if (!emb) throw file_error(f.path(), "missing tensor '" + emb_name + "'");
+  if (emb->ne.size() < 2 || emb->ne[1] > (1 << 24)) throw file_error(f.path(), "tensor '" + emb_name + "' is not a matrix");
   c.vocab = int(emb->ne[1]);
-  c.tie_embeddings = f.tensor("output.weight") == nullptr;
-  c.attention_bias = c.arch->qkv_bias || f.tensor("blk.0.attn_q.bias") != nullptr;
+  c.tie_embeddings = f.tensor(tensor_name(dense_tensor(DenseRole::LmHead), naming)) == nullptr;
+  c.attention_bias = c.arch->qkv_bias || f.tensor(tensor_name(dense_tensor(DenseRole::Bq), naming, 0)) != nullptr;
   if (auto e = opt_id(f, "tokenizer.ggml.eos_token_id")) c.eos_ids.push_back(*e);
   if (auto e = opt_id(f, "tokenizer.ggml.eot_token_id"); e && (c.eos_ids.empty() || c.eos_ids[0] != *e))
     c.eos_ids.push_back(*e);
@@ -86,53 +89,20 @@ struct GgufModelLoader {
     m->cfg_ = gguf_model_config(*file);
     m->storage_ = file;
     const ModelConfig& c = m->cfg_;
-    GgufWeights L(*file);
-    const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
-    const int64_t qk_perm = c.arch->model_type == "llama" ? c.head_dim : 0;
-    m->embed_ = L.matrix("token_embd.weight", c.vocab, H, std::nullopt);
-    for (int l = 0; l < c.n_layers; ++l) {
-      const std::string lp = "blk." + std::to_string(l) + ".";
-      LayerWeights w;
-      w.wq = L.matrix(lp + "attn_q.weight", qd, H, opt.weights, qk_perm);
-      w.wk = L.matrix(lp + "attn_k.weight", kvd, H, opt.weights, qk_perm);
-      w.wv = L.matrix(lp + "attn_v.weight", kvd, H, opt.weights);
-      w.wo = L.matrix(lp + "attn_output.weight", H, qd, opt.weights);
-      w.gate = L.matrix(lp + "ffn_gate.weight", c.ffn, H, opt.weights);
-      w.up = L.matrix(lp + "ffn_up.weight", c.ffn, H, opt.weights);
-      w.down = L.matrix(lp + "ffn_down.weight", H, c.ffn, opt.weights);
-      w.attn_norm = L.vector(lp + "attn_norm.weight", H);
-      w.ffn_norm = L.vector(lp + "ffn_norm.weight", H);
-      if (c.arch->qk_norm) {
-        w.q_norm = L.vector(lp + "attn_q_norm.weight", c.head_dim);
-        w.k_norm = L.vector(lp + "attn_k_norm.weight", c.head_dim);
-      }
-      if (c.attention_bias) {
-        w.bq = L.vector(lp + "attn_q.bias", qd);
-        w.bk = L.vector(lp + "attn_k.bias", kvd);
-        w.bv = L.vector(lp + "attn_v.bias", kvd);
-        if (qk_perm) {  // biases follow their rows
-          auto unperm = [&](std::vector<float>& b) {
-            std::vector<float> o(b.size());
-            for (size_t r = 0; r < b.size(); ++r) o[r] = b[size_t(llama_qk_gguf_row(int64_t(r), qk_perm))];
-            b = std::move(o);
-          };
-          unperm(w.bq);
-          unperm(w.bk);
-        }
-      }
-      prepare_layer(*m->backend_, w);
-      m->layers_.push_back(std::move(w));
-    }
-    m->final_norm_ = L.vector("output_norm.weight", H);
-    m->lm_head_ = c.tie_embeddings ? L.matrix("token_embd.weight", c.vocab, H, opt.weights)
-                                   : L.matrix("output.weight", c.vocab, H, opt.weights);
+    const GgufWeights src(*file);
+    const TensorNaming naming = dense_gguf_naming(c);
+    read_dense_body(*m->backend_, src, naming, c, opt.weights, {m->embed_, m->layers_, m->final_norm_});
+    m->lm_head_ = c.tie_embeddings
+                      ? read_embedding_as_head(src, naming, c, opt.weights)
+                      : read_matrix(src, dense_tensor(DenseRole::LmHead), naming, dense_dims(c), opt.weights);
     m->backend_->prepare_weight(m->lm_head_);
     m->finish_load();
     // llama3-style scaling travels as per-pair frequency divisors.
-    if (file->tensor("rope_freqs.weight")) {
-      const auto ff = L.vector("rope_freqs.weight", c.head_dim / 2);
+    const TensorSpec<DenseRole>& rope_freqs = dense_tensor(DenseRole::RopeFreqs);
+    if (const std::string name = tensor_name(rope_freqs, naming); src.contains(name)) {
+      const auto ff = read_vector(src, rope_freqs, naming, dense_dims(c));
       for (size_t i = 0; i < ff.size(); ++i) {
-        if (!(ff[i] > 0)) throw file_error(path, "tensor 'rope_freqs.weight' holds a non-positive factor");
+        if (!(ff[i] > 0)) throw file_error(path, "tensor '" + name + "' holds a non-positive factor");
         m->inv_freq_[i] /= double(ff[i]);
       }
     }

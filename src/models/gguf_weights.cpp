@@ -59,30 +59,15 @@ WeightMatrix GgufWeights::matrix(const std::string& name, int64_t rows, int64_t 
   view.data = t.data;
   const WType dst = type.value_or(src);
   if (dst == src && qk_head_dim == 0) return view;
-  // K-quants need whole super-blocks of 256 per row (llama.cpp stores such tensors in
-  // another type instead); say which tensor and why rather than failing in a kernel.
-  if (cols % block_elems(dst) != 0)
-    throw file_error(f_.path(), "tensor '" + name + "' has " + std::to_string(cols) + " columns, not a multiple of " +
-                                    std::to_string(block_elems(dst)) + ": cannot store it as " + wtype_name(dst));
-  WeightMatrix w;
-  w.type = dst;
-  w.rows = rows;
-  w.cols = cols;
-  const size_t rb = row_bytes(dst, cols);
-  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
-  std::vector<float> tmp(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
+  return encode_rows(f_.path(), name, rows, cols, dst, [&](int64_t r, uint8_t* out, float* scratch) {
     const int64_t sr = qk_head_dim ? llama_qk_gguf_row(r, qk_head_dim) : r;
     if (dst == src) {
-      std::memcpy(buf.get() + size_t(r) * rb, view.row(sr), rb);
+      std::memcpy(out, view.row(sr), row_bytes(dst, cols));
     } else {
-      dequantize_row(view, sr, tmp.data());
-      quantize_row(tmp.data(), cols, dst, buf.get() + size_t(r) * rb);
+      dequantize_row(view, sr, scratch);
+      quantize_row(scratch, cols, dst, out);
     }
-  }
-  w.data = buf.get();
-  w.owner = buf;
-  return w;
+  });
 }
 
 std::vector<float> GgufWeights::vector(const std::string& name, int64_t n) const {

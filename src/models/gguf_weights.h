@@ -8,24 +8,27 @@
 
 #include "formats/gguf.h"
 #include "kernels/weight_matrix.h"
+#include "models/tensor_source.h"
 
 namespace dflash {
 
 // The kernels' format for a ggml tensor type; false for a type they cannot read.
 bool gguf_wtype(uint32_t ggml_type, WType& out);
 
-class GgufWeights {
+class GgufWeights final : public TensorSource {
  public:
   explicit GgufWeights(const GgufFile& f) : f_(f) {}
+
+  bool contains(const std::string& name) const override { return f_.tensor(name) != nullptr; }
 
   // The tensor, checked to have shape `ne` (innermost first) and a readable type.
   const GgufTensor& get(const std::string& name, std::vector<int64_t> ne) const;
   // rows x cols, in its own type or converted to `type`; `qk_head_dim` > 0 undoes
   // llama.cpp's per-head q/k row order.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
-                      int64_t qk_head_dim = 0) const;
+                      int64_t qk_head_dim = 0) const override;
   // A vector stored as F32, F16 or BF16.
-  std::vector<float> vector(const std::string& name, int64_t n) const;
+  std::vector<float> vector(const std::string& name, int64_t n) const override;
 
  private:
   const GgufFile& f_;

@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "models/arch/arch_spec.h"
+#include "models/dense_tensors.h"
 #include "models/gguf_load.h"
 #include "models/model_config.h"
 #include "models/weight_loader.h"
@@ -159,8 +160,6 @@ void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::st
   if (type != WType::BF16 && type != WType::Q8_0 && type != WType::Q4_0 && type != WType::F32 && type != WType::F16)
     throw Error("convert: --type must be bf16, q8_0 or q4_0");
   const std::string arch = c.arch->model_type;
-  const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
-  const int64_t perm = arch == "llama" ? c.head_dim : 0;
 
   GgufWriter w;
   const std::string a = arch + ".";
@@ -211,38 +210,32 @@ void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::st
     }
     w.add_tensor(gguf, {n}, GgmlType::F32, f32_bytes(v));
   };
-  // The embedding is only gathered from: kept in 16 bits (bf16) so that the GGUF and the
-  // folder embed identically; a quantized head of a tied model is written out as output.weight.
+  // Gathered (the embedding): kept in 16 bits (bf16) so that the GGUF and the folder embed
+  // identically; a quantized head of a tied model is written out as the head.
   const WType emb_type = type == WType::F32 ? WType::F32 : type == WType::F16 ? WType::F16 : WType::BF16;
-  mat("token_embd.weight", "embed_tokens.weight", c.vocab, H, emb_type, 0);
-  if (!rope_freqs.empty()) w.add_tensor("rope_freqs.weight", {int64_t(rope_freqs.size())}, GgmlType::F32, f32_bytes(rope_freqs));
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string g = "blk." + std::to_string(l) + ".", h = "layers." + std::to_string(l) + ".";
-    vec(g + "attn_norm.weight", h + "input_layernorm.weight", H, 0);
-    mat(g + "attn_q.weight", h + "self_attn.q_proj.weight", qd, H, type, perm);
-    mat(g + "attn_k.weight", h + "self_attn.k_proj.weight", kvd, H, type, perm);
-    mat(g + "attn_v.weight", h + "self_attn.v_proj.weight", kvd, H, type, 0);
-    if (c.attention_bias) {
-      vec(g + "attn_q.bias", h + "self_attn.q_proj.bias", qd, perm);
-      vec(g + "attn_k.bias", h + "self_attn.k_proj.bias", kvd, perm);
-      vec(g + "attn_v.bias", h + "self_attn.v_proj.bias", kvd, 0);
+  const TensorNaming hf_naming = hf_tensor_naming(), gguf_naming = dense_gguf_naming(c);
+  const TensorDims dims = dense_dims(c);
+  const TensorConditions when = dense_conditions(c);
+  for_each_tensor(dense_tensors(), c.n_layers, [&](const TensorSpec<DenseRole>& t, int l) {
+    const std::string gguf = tensor_name(t, gguf_naming, l);
+    const std::vector<int64_t> shape = tensor_shape(t, dims);
+    if (t.role == DenseRole::RopeFreqs) {  // computed from the config above, not read
+      if (!rope_freqs.empty()) w.add_tensor(gguf, {int64_t(rope_freqs.size())}, GgmlType::F32, f32_bytes(rope_freqs));
+      return;
     }
-    if (c.arch->qk_norm) {
-      vec(g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", c.head_dim, 0);
-      vec(g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", c.head_dim, 0);
+    if (t.role == DenseRole::LmHead && c.tie_embeddings) {
+      if (type != emb_type)
+        mat(gguf, tensor_name(dense_tensor(DenseRole::Embed), hf_naming), shape[0], shape[1], type, 0);
+      return;
     }
-    mat(g + "attn_output.weight", h + "self_attn.o_proj.weight", H, qd, type, 0);
-    vec(g + "ffn_norm.weight", h + "post_attention_layernorm.weight", H, 0);
-    mat(g + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.ffn, H, type, 0);
-    mat(g + "ffn_up.weight", h + "mlp.up_proj.weight", c.ffn, H, type, 0);
-    mat(g + "ffn_down.weight", h + "mlp.down_proj.weight", H, c.ffn, type, 0);
-  }
-  vec("output_norm.weight", "norm.weight", H, 0);
-  if (!c.tie_embeddings) {
-    mat("output.weight", "lm_head.weight", c.vocab, H, type, 0);
-  } else if (type != emb_type) {
-    mat("output.weight", "embed_tokens.weight", c.vocab, H, type, 0);
-  }
+    if (!present(t, when)) return;
+    const int64_t perm = t.special == Special::LlamaQkRows ? gguf_naming.llama_qk_head_dim : 0;
+    const std::string hf = tensor_name(t, hf_naming, l);
+    if (t.shape.rank == 1)
+      vec(gguf, hf, shape[0], perm);
+    else
+      mat(gguf, hf, shape[0], shape[1], t.special == Special::Gathered ? emb_type : type, perm);
+  });
   w.write(out);
 }
 
@@ -250,15 +243,13 @@ void convert_to_gguf(const std::string& dir, const std::string& out, WType type)
   const ModelConfig c = ModelConfig::from_folder(dir);
   const TensorStore store = TensorStore::open_folder(dir);
   WeightLoader L(store, dir);
-  const std::string p = L.detect_prefix("embed_tokens.weight");
-  // The LM head sits beside the text model: strip the trailing "model." of the prefix.
-  const std::string head_prefix = p.size() >= 6 && p.compare(p.size() - 6, 6, "model.") == 0 ? p.substr(0, p.size() - 6) : "";
+  const std::string p = L.detect_prefix(dense_tensor(DenseRole::Embed).hf);
   GgufTensorSource src;
   src.matrix = [&](const std::string& n, int64_t rows, int64_t cols, WType t) {
-    if (n == "lm_head.weight") {
-      for (const std::string& h : {head_prefix + n, n})
-        if (L.try_get(h)) return L.matrix(h, rows, cols, t);
-      throw file_error(dir, "missing tensor 'lm_head.weight' (and tie_word_embeddings is false)");
+    if (n == dense_tensor(DenseRole::LmHead).hf) {  // not under the model prefix
+      const std::string head = find_hf_lm_head(L, p);
+      if (head.empty()) throw missing_lm_head(dir);
+      return L.matrix(head, rows, cols, t);
     }
     return L.matrix(p + n, rows, cols, t);
   };

@@ -3,6 +3,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "models/arch/arch_spec.h"
+#include "models/dense_tensors.h"
 #include "models/gguf_load.h"
 #include "models/transformer.h"
 #include "models/weight_loader.h"
@@ -24,49 +25,19 @@ struct TransformerLoader {
     auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
     m->storage_ = store;
     WeightLoader L(*store, dir);
-    const std::string p = L.detect_prefix("embed_tokens.weight");
-    const int64_t H = c.hidden, qd = int64_t(c.n_heads) * c.head_dim, kvd = int64_t(c.n_kv_heads) * c.head_dim;
-    // The embedding is only gathered from, never streamed whole: keep it as stored.
-    m->embed_ = L.matrix(p + "embed_tokens.weight", c.vocab, H, std::nullopt);
-    for (int l = 0; l < c.n_layers; ++l) {
-      const std::string lp = p + "layers." + std::to_string(l) + ".";
-      LayerWeights w;
-      w.wq = L.matrix(lp + "self_attn.q_proj.weight", qd, H, opt.weights);
-      w.wk = L.matrix(lp + "self_attn.k_proj.weight", kvd, H, opt.weights);
-      w.wv = L.matrix(lp + "self_attn.v_proj.weight", kvd, H, opt.weights);
-      w.wo = L.matrix(lp + "self_attn.o_proj.weight", H, qd, opt.weights);
-      w.gate = L.matrix(lp + "mlp.gate_proj.weight", c.ffn, H, opt.weights);
-      w.up = L.matrix(lp + "mlp.up_proj.weight", c.ffn, H, opt.weights);
-      w.down = L.matrix(lp + "mlp.down_proj.weight", H, c.ffn, opt.weights);
-      w.attn_norm = L.vector(lp + "input_layernorm.weight", H);
-      w.ffn_norm = L.vector(lp + "post_attention_layernorm.weight", H);
-      if (c.arch->qk_norm) {
-        w.q_norm = L.vector(lp + "self_attn.q_norm.weight", c.head_dim);
-        w.k_norm = L.vector(lp + "self_attn.k_norm.weight", c.head_dim);
-      }
-      if (c.attention_bias) {
-        w.bq = L.vector(lp + "self_attn.q_proj.bias", qd);
-        w.bk = L.vector(lp + "self_attn.k_proj.bias", kvd);
-        w.bv = L.vector(lp + "self_attn.v_proj.bias", kvd);
-      }
-      prepare_layer(*m->backend_, w);
-      m->layers_.push_back(std::move(w));
-    }
-    m->final_norm_ = L.vector(p + "norm.weight", H);
-    // The LM head sits beside the text model: strip the trailing "model." of the prefix.
-    std::string head_prefix = p.size() >= 6 && p.compare(p.size() - 6, 6, "model.") == 0 ? p.substr(0, p.size() - 6) : "";
-    const TensorView* head = nullptr;
-    for (const std::string& name : {head_prefix + "lm_head.weight", std::string("lm_head.weight")})
-      if ((head = L.try_get(name))) {
-        head = &L.get(name, {c.vocab, H});
-        break;
-      }
+    const std::string p = L.detect_prefix(dense_tensor(DenseRole::Embed).hf);
+    const TensorNaming naming = hf_tensor_naming(p);
+    read_dense_body(*m->backend_, L, naming, c, opt.weights, {m->embed_, m->layers_, m->final_norm_});
+    // A stored head is checked even when the config ties the head to the embedding.
+    const std::string head_name = find_hf_lm_head(L, p);
+    const TensorView* head =
+        head_name.empty() ? nullptr : &L.get(head_name, tensor_shape(dense_tensor(DenseRole::LmHead), dense_dims(c)));
     if (head && !c.tie_embeddings) {
       m->lm_head_ = L.matrix(*head, opt.weights);
     } else if (c.tie_embeddings) {
-      m->lm_head_ = L.matrix(p + "embed_tokens.weight", c.vocab, H, opt.weights);
+      m->lm_head_ = read_embedding_as_head(L, naming, c, opt.weights);
     } else {
-      throw file_error(dir, "missing tensor 'lm_head.weight' (and tie_word_embeddings is false)");
+      throw missing_lm_head(dir);
     }
     m->backend_->prepare_weight(m->lm_head_);
     m->finish_load();

@@ -1,6 +1,7 @@
 #include "models/weight_loader.h"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels/numeric.h"
 #include "util/error.h"
@@ -61,27 +62,15 @@ WeightMatrix WeightLoader::matrix(const TensorView& t, std::optional<WType> type
     w.data = t.data;
     return w;
   }
-  // Q8_0/Q4_0 need rows of whole 32-blocks, Q4_K/Q6_K of whole 256-super-blocks.
-  if (cols % block_elems(dst) != 0)
-    throw file_error(t.file, "tensor '" + t.name + "' has " + std::to_string(cols) + " columns, not a multiple of " +
-                                 std::to_string(block_elems(dst)) + ": cannot store it as " + wtype_name(dst));
-  WeightMatrix w;
-  w.type = dst;
-  w.rows = rows;
-  w.cols = cols;
-  const size_t rb = row_bytes(dst, cols);
-  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
-  std::vector<float> tmp(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {  // row by row: no full fp32 copy of a large matrix
-    decode_row(t, r, cols, tmp.data());
-    quantize_row(tmp.data(), cols, dst, buf.get() + size_t(r) * rb);
-  }
-  w.data = buf.get();
-  w.owner = buf;
-  return w;
+  return encode_rows(t.file, t.name, rows, cols, dst, [&](int64_t r, uint8_t* out, float* scratch) {
+    decode_row(t, r, cols, scratch);
+    quantize_row(scratch, cols, dst, out);
+  });
 }
 
-WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type) const {
+WeightMatrix WeightLoader::matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
+                                  int64_t qk_head_dim) const {
+  if (qk_head_dim != 0) throw std::logic_error("WeightLoader: Hugging Face checkpoints have no llama.cpp row order");
   return matrix(get(name, {rows, cols}), type);
 }
 

@@ -7,10 +7,11 @@
 
 #include "formats/safetensors.h"
 #include "kernels/weight_matrix.h"
+#include "models/tensor_source.h"
 
 namespace dflash {
 
-class WeightLoader {
+class WeightLoader final : public TensorSource {
  public:
   WeightLoader(const TensorStore& store, std::string dir) : store_(store), dir_(std::move(dir)) {}
 
@@ -20,10 +21,13 @@ class WeightLoader {
 
   const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const;
   const TensorView* try_get(const std::string& name) const { return store_.find(name); }
+  bool contains(const std::string& name) const override { return try_get(name) != nullptr; }
   // A [rows][cols] matrix in `type` (nullopt: the stored dtype); zero-copy when they agree.
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type) const;
+  // Hugging Face rows are the reference order: qk_head_dim must be 0.
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
+                      int64_t qk_head_dim = 0) const override;
   WeightMatrix matrix(const TensorView& t, std::optional<WType> type) const;
-  std::vector<float> vector(const std::string& name, int64_t n) const;
+  std::vector<float> vector(const std::string& name, int64_t n) const override;
 
  private:
   const TensorStore& store_;
