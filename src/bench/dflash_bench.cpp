@@ -8,8 +8,8 @@
 #include "chat/simple_chat_prompt.h"
 #include "decoding/speculative.h"
 #include "formats/json_file.h"
-#include "models/dflash2_draft.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash2_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/model_files.h"
 #include "models/model_pair.h"
 #include "util/error.h"
@@ -130,7 +130,7 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
     const ModelConfig tc = shape_config(s);
     std::fprintf(stderr, "predict: %s %s random target and %d-layer draft\n", s.c_str(), wtype_name(wt),
                  o.predict_draft_layers);
-    auto target = Transformer::random(tc, wt, 1, make_cpu_backend(pool.size()));
+    auto target = DenseModel::random(tc, wt, 1, make_cpu_backend(pool.size()));
     DraftConfig dc;
     dc.hidden = tc.hidden, dc.n_layers = o.predict_draft_layers, dc.n_heads = tc.n_heads;
     dc.n_kv_heads = tc.n_kv_heads, dc.head_dim = tc.head_dim, dc.ffn = tc.ffn, dc.vocab = tc.vocab;

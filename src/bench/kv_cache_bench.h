@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "util/thread_pool.h"
 
 namespace dflash::bench {

@@ -19,7 +19,7 @@
 #include "bench/model_speed.h"
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
-#include "models/gguf_write.h"
+#include "models/dense/dense_gguf_write.h"
 #include "models/model_files.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -46,7 +46,7 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Deterministic uniform noise per tensor name (the same name gives the same values, so the
-// tied embedding and the output head written from it agree), like Transformer::random.
+// tied embedding and the output head written from it agree), like DenseModel::random.
 struct RandomWeights {
   static uint64_t seed_of(const std::string& name) {
     uint64_t h = 1469598103934665603ull;
@@ -132,7 +132,7 @@ Round measure_round(const std::string& root, const std::string& label, const std
   {
     std::fprintf(stderr, "[%s] dflash: loading %s\n", label.c_str(), gguf.c_str());
     reset_peak_rss();
-    auto m = Transformer::load(gguf, lo);
+    auto m = DenseModel::load(gguf, lo);
     m->set_cache_type(WType::F16);  // llama.cpp's default KV cache type: both engines read the same bytes
     const WType wt = m->weight_type();
     rd.quant = wtype_name(wt);

@@ -6,7 +6,7 @@
 
 #include "decoding/generator.h"
 #include "kernels/kernels.h"
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 #include "util/error.h"
 #include "util/peak_rss.h"
 #include "util/timer.h"
@@ -35,7 +35,7 @@ ModelConfig shape_config(const std::string& name) {
     throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny)");
   }
   c.architecture = c.arch->hf_name;
-  c.attention_bias = c.arch->qkv_bias;
+  c.qkv_bias = c.arch->qkv_bias;
   return c;
 }
 

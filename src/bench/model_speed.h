@@ -6,7 +6,7 @@
 
 #include "kernels/weight_matrix.h"
 #include "models/model_config.h"
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "util/thread_pool.h"
 
 namespace dflash::bench {

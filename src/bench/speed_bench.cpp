@@ -12,7 +12,7 @@
 #include "bench/bandwidth.h"
 #include "bench/model_speed.h"
 #include "kernels/kernels.h"
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "util/peak_rss.h"
 
 namespace dflash::bench {
@@ -44,14 +44,14 @@ void run_speed_bench(const SpeedBenchOptions& o) {
       lo.backend = backend;
       const double bw_now = remeasure_read_bandwidth(pool, bw);
       reset_peak_rss();
-      auto m = Transformer::load(o.model, lo);
+      auto m = DenseModel::load(o.model, lo);
       rows.push_back(bench_one(o.model, *m, o.prompt_tokens, o.gen_tokens, pool, bw_now, r8));
       continue;
     }
     for (const auto& s : o.shapes) {
       const double bw_now = remeasure_read_bandwidth(pool, bw);
       reset_peak_rss();
-      auto m = Transformer::random(shape_config(s), wt, 1, backend);
+      auto m = DenseModel::random(shape_config(s), wt, 1, backend);
       rows.push_back(bench_one(s, *m, o.prompt_tokens, o.gen_tokens, pool, bw_now, r8));
     }
   }

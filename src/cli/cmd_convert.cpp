@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "kernels/weight_matrix.h"
-#include "models/gguf_write.h"
+#include "models/dense/dense_gguf_write.h"
 
 namespace dflash::cli {
 

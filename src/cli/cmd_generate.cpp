@@ -8,7 +8,7 @@
 #include "decoding/spec_report.h"
 #include "decoding/generator.h"
 #include "decoding/speculative.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/model_files.h"
 #include "util/error.h"
 

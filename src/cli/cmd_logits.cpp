@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "kernels/kernels.h"
-#include "models/dflash2_draft.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash2_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/model_files.h"
 #include "util/error.h"
 

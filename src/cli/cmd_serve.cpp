@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "formats/json_file.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/model_files.h"
 #include "server/http_server.h"
 #include "util/error.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "models/gguf_load.h"
+#include "models/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/mapped_file.h"

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <hwy/targets.h>
 
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "util/error.h"
 
 namespace dflash::cli {

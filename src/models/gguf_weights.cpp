@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "models/gguf_load.h"
+#include "models/gguf_weights.h"
 #include "util/error.h"
 
 namespace dflash {

@@ -15,6 +15,15 @@ namespace dflash {
 // The kernels' format for a ggml tensor type; false for a type they cannot read.
 bool gguf_wtype(uint32_t ggml_type, WType& out);
 
+// llama.cpp's converter reorders the q/k rows of llama-architecture models inside each head
+// (rotate-half pairs (i, i+hd/2) become adjacent rows (2i, 2i+1)) because its llama RoPE is
+// the interleaved kind; qwen2/qwen3 keep Hugging Face's order. Maps a Hugging Face row to
+// the GGUF row.
+inline int64_t llama_qk_gguf_row(int64_t hf_row, int64_t head_dim) {
+  const int64_t h = hf_row / head_dim, w = hf_row % head_dim, half = head_dim / 2;
+  return h * head_dim + 2 * (w % half) + w / half;
+}
+
 class GgufWeights final : public TensorSource {
  public:
   explicit GgufWeights(const GgufFile& f) : f_(f) {}

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "formats/json_file.h"
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -120,7 +120,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& root, const std::string
                        ? j["max_position_embeddings"].get<int>() : 4096;
   c.rope_scaling = parse_rope_scaling(j, c.max_position, origin);
   c.tie_embeddings = root.value("tie_word_embeddings", j.value("tie_word_embeddings", false));
-  c.attention_bias = c.arch->qkv_bias || j.value("attention_bias", false);
+  c.qkv_bias = c.arch->qkv_bias || j.value("attention_bias", false);
   c.layer_kinds = read_layer_kinds(j, c.n_layers, origin);
   if (j.contains("eos_token_id")) read_ids(j["eos_token_id"], c.eos_ids);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int>();

@@ -33,7 +33,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int max_position = 4096;
   bool tie_embeddings = false;
-  bool attention_bias = false;
+  bool qkv_bias = false;  // biases on the q/k/v projections (Qwen2; config attention_bias)
   std::vector<int> eos_ids;
   int bos_id = -1;
 

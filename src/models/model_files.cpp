@@ -6,7 +6,7 @@
 #include <climits>
 
 #include "formats/gguf.h"
-#include "models/gguf_load.h"
+#include "models/gguf_tokenizer.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 

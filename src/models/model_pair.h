@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/target_model.h"
 #include "tokenizer/tokenizer.h"
 

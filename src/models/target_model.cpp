@@ -1,7 +1,7 @@
 // Which family a checkpoint belongs to, and the default backend.
 #include "models/target_model.h"
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 
 namespace dflash {
 
@@ -15,7 +15,7 @@ const std::shared_ptr<Backend>& backend_of(LoadOptions& opt) {
 // of them. A new family adds its check here (by config.json's architectures / GGUF's
 // general.architecture) before the dense fallback.
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& path, LoadOptions opt) {
-  return Transformer::load(path, std::move(opt));
+  return DenseModel::load(path, std::move(opt));
 }
 
 }  // namespace dflash

@@ -1,6 +1,6 @@
 #include "models/tensor_table.h"
 
-#include "models/gguf_load.h"
+#include "models/gguf_weights.h"
 
 namespace dflash {
 

@@ -5,7 +5,7 @@
 
 #include "decoding/spec_report.h"
 #include "decoding/speculative.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "server/stop_strings.h"
 #include "server/think_cap.h"
 #include "util/error.h"

@@ -16,7 +16,7 @@
 #include "server/reasoning.h"
 #include "tokenizer/tokenizer.h"
 
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/model_pair.h"
 #include "models/target_model.h"
 

@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "decoding/speculative.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace dflash;
@@ -34,7 +34,7 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
   LoadOptions lo;
   lo.backend = make_cpu_backend(2);
   lo.weights = weights;
-  auto target = Transformer::load(target_dir, lo);
+  auto target = DenseModel::load(target_dir, lo);
   auto draft = DFlashDraft::load(draft_dir, lo, *target);
   for (WType ct : {WType::Q8_0, WType::Q4_0}) {
     target->set_cache_type(ct);

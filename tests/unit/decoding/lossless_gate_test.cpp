@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "decoding/speculative.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "tokenizer/tokenizer.h"
 #include "util/mapped_file.h"
 
@@ -36,7 +36,7 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
     LoadOptions lo;
     lo.backend = make_cpu_backend(2);
     lo.weights = w;
-    auto target = Transformer::load(target_dir, lo);
+    auto target = DenseModel::load(target_dir, lo);
     auto draft = DFlashDraft::load(draft_dir, lo, *target);
     for (size_t p = 0; p < prompts.size(); ++p) {
       GenerateParams gp;

@@ -8,9 +8,9 @@
 #include <map>
 #include <random>
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "decoding/speculative.h"
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 
 using namespace dflash;
 
@@ -97,7 +97,7 @@ double chi2(const std::map<int, long>& counts, const std::map<int, double>& p, l
 }  // namespace
 
 TEST(ProbabilisticAcceptance, FirstAndSecondTokenDistributionsMatchTheTarget) {
-  auto model = Transformer::random(small_vocab_config(), WType::F32, 21);
+  auto model = DenseModel::random(small_vocab_config(), WType::F32, 21);
   NoisyDrafter drafter;
   const float temp = 0.25f;
   const std::vector<int32_t> prompt = {1, 2, 3};

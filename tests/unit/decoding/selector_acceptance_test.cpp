@@ -9,10 +9,10 @@
 #include <map>
 #include <random>
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "decoding/speculative.h"
-#include "models/arch/arch_spec.h"
-#include "models/dflash2_draft.h"
+#include "models/dense/arch_spec.h"
+#include "models/dflash/dflash2_draft.h"
 
 using namespace dflash;
 
@@ -146,7 +146,7 @@ double chi2_pooled(std::map<int, long> counts, std::map<int, double> p, long n, 
 }  // namespace
 
 TEST(SelectorAcceptance, TokenDrafterOutputMatchesTheTarget) {
-  auto model = Transformer::random(small_vocab_config(), WType::F32, 23);
+  auto model = DenseModel::random(small_vocab_config(), WType::F32, 23);
   CandidateDrafter drafter;
   const float temp = 0.3f;
   const std::vector<int32_t> prompt = {1, 2, 3};
@@ -207,7 +207,7 @@ TEST(SelectorAcceptance, TokenDrafterOutputMatchesTheTarget) {
 TEST(SelectorAcceptance, SampledWalkDrawsFromItsQ) {
   LoadOptions lo;
   lo.weights = WType::F32;
-  auto target = Transformer::load(kSrc + "/tests/data/random_pair/target", lo);
+  auto target = DenseModel::load(kSrc + "/tests/data/random_pair/target", lo);
   auto draft = DFlashDraft::load(kSrc + "/tests/data/random_pair2/draft", lo, *target);
   const auto* d2 = dynamic_cast<const DFlash2Draft*>(draft.get());
   ASSERT_NE(nullptr, d2);

@@ -6,10 +6,10 @@
 #include <limits>
 #include <memory>
 
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "decoding/generator.h"
 #include "decoding/speculative.h"
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 
 using namespace dflash;
 
@@ -68,7 +68,7 @@ std::vector<int32_t> run(Generator& g, const std::vector<int32_t>& prompt, const
 }
 
 struct Fixture {
-  std::unique_ptr<Transformer> model = Transformer::random(tiny_config(), WType::BF16, 3, make_cpu_backend(2));
+  std::unique_ptr<DenseModel> model = DenseModel::random(tiny_config(), WType::BF16, 3, make_cpu_backend(2));
   std::vector<int32_t> prompt{5, 17, 33, 2, 8, 61};
   std::vector<int32_t> plain(const GenerateParams& gp) {
     Generator g(*model, 256);

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "models/arch/arch_spec.h"
-#include "models/transformer.h"
+#include "models/dense/arch_spec.h"
+#include "models/dense/dense_model.h"
 #include "util/error.h"
 
 using namespace dflash;
@@ -19,7 +19,7 @@ ModelConfig tiny_config(const char* arch) {
   c.arch = find_arch_by_hf_name(arch);
   c.architecture = arch;
   c.hidden = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 32, c.ffn = 256, c.vocab = 320;
-  c.attention_bias = c.arch->qkv_bias;
+  c.qkv_bias = c.arch->qkv_bias;
   c.rope_theta = 10000;
   return c;
 }
@@ -48,8 +48,8 @@ TEST(BatchInvariance, DecodeVerifyAndPrefillGiveIdenticalBits) {
   for (const char* arch : {"Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM"}) {
     for (WType t : {WType::F32, WType::F16, WType::BF16, WType::Q8_0, WType::Q4_0}) {
       // The same weights on one and on two threads: results must not depend on the split.
-      auto m = Transformer::random(tiny_config(arch), t, 42, make_cpu_backend(2));
-      auto m1 = Transformer::random(tiny_config(arch), t, 42, make_cpu_backend(1));
+      auto m = DenseModel::random(tiny_config(arch), t, 42, make_cpu_backend(2));
+      auto m1 = DenseModel::random(tiny_config(arch), t, 42, make_cpu_backend(1));
       const auto prefill = run(*m, ids, 512);
       const auto verify = run(*m, ids, 5);
       const auto decode = run(*m1, ids, 1);
@@ -62,7 +62,7 @@ TEST(BatchInvariance, DecodeVerifyAndPrefillGiveIdenticalBits) {
 }
 
 TEST(BatchInvariance, RollbackAndRecomputeGivesIdenticalBits) {
-  auto m = Transformer::random(tiny_config("Qwen3ForCausalLM"), WType::Q4_0, 7);
+  auto m = DenseModel::random(tiny_config("Qwen3ForCausalLM"), WType::Q4_0, 7);
   const int V = m->config().vocab;
   std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8};
   auto cache = m->new_state(32);
@@ -89,7 +89,7 @@ TEST(BatchInvariance, RollbackAndRecomputeGivesIdenticalBits) {
 // beside it, and a sequence's state can be rolled back after a batched pass.
 TEST(BatchInvariance, SequencesBatchedTogetherGiveTheirOwnBits) {
   for (WType t : {WType::BF16, WType::Q8_0}) {
-    auto m = Transformer::random(tiny_config("Qwen3ForCausalLM"), t, 11, make_cpu_backend(2));
+    auto m = DenseModel::random(tiny_config("Qwen3ForCausalLM"), t, 11, make_cpu_backend(2));
     const int V = m->config().vocab, H = m->config().hidden;
     const std::vector<int> taps_of = {0, 1};
     // Three sequences with different histories, then one batched pass of 6, 1 and 4 rows.
@@ -143,7 +143,7 @@ TEST(BatchInvariance, SequencesBatchedTogetherGiveTheirOwnBits) {
 }
 
 TEST(BatchInvariance, ABatchIsCheckedBeforeAnyStateChanges) {
-  auto m = Transformer::random(tiny_config("Qwen3ForCausalLM"), WType::BF16, 11, make_cpu_backend(1));
+  auto m = DenseModel::random(tiny_config("Qwen3ForCausalLM"), WType::BF16, 11, make_cpu_backend(1));
   auto small = m->new_state(2), big = m->new_state(16);
   const std::vector<int32_t> ids = {1, 2, 3};
   ForwardArgs a;

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 #include "models/kv_cache.h"
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "util/error.h"
 
 using namespace dflash;
@@ -25,7 +25,7 @@ ModelConfig tiny_config(const char* arch) {
   c.arch = find_arch_by_hf_name(arch);
   c.architecture = arch;
   c.hidden = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 32, c.ffn = 256, c.vocab = 320;
-  c.attention_bias = c.arch->qkv_bias;
+  c.qkv_bias = c.arch->qkv_bias;
   c.rope_theta = 10000;
   return c;
 }
@@ -87,8 +87,8 @@ TEST(KVCache, QuantizedCachesKeepDecodeVerifyAndPrefillBitwiseIdentical) {
   for (const char* arch : {"Qwen3ForCausalLM", "LlamaForCausalLM"})
     for (WType ct : kCacheTypes) {
       // The same weights on one and on two threads: results must not depend on the split.
-      auto m = Transformer::random(tiny_config(arch), WType::Q8_0, 42, make_cpu_backend(2));
-      auto m1 = Transformer::random(tiny_config(arch), WType::Q8_0, 42, make_cpu_backend(1));
+      auto m = DenseModel::random(tiny_config(arch), WType::Q8_0, 42, make_cpu_backend(2));
+      auto m1 = DenseModel::random(tiny_config(arch), WType::Q8_0, 42, make_cpu_backend(1));
       m->set_cache_type(ct);
       m1->set_cache_type(ct);
       const auto prefill = run(*m, ids, 300);
@@ -101,7 +101,7 @@ TEST(KVCache, QuantizedCachesKeepDecodeVerifyAndPrefillBitwiseIdentical) {
 
 TEST(KVCache, RollbackAndRecomputeGivesIdenticalBitsInEveryFormat) {
   for (WType ct : kCacheTypes) {
-    auto m = Transformer::random(tiny_config("Qwen3ForCausalLM"), WType::Q4_0, 7);
+    auto m = DenseModel::random(tiny_config("Qwen3ForCausalLM"), WType::Q4_0, 7);
     m->set_cache_type(ct);
     const int V = m->config().vocab;
     std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8}, other = {9, 10, 11};
@@ -142,7 +142,7 @@ TEST(KVCache, RollbackAndRecomputeGivesIdenticalBitsInEveryFormat) {
 TEST(KVCache, QuantizedCacheLogitsStayCloseToF32CacheLogits) {
   const std::string dir = kSrc + "/tests/data/random_pair/target";
   LoadOptions lo;
-  auto m = Transformer::load(dir, lo);
+  auto m = DenseModel::load(dir, lo);
   const int V = m->config().vocab, n = 200;
   std::vector<int32_t> ids(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) ids[size_t(i)] = int32_t((i * 131 + 17) % V);

@@ -1,6 +1,6 @@
-#include "models/dflash2_tensors.h"
+#include "models/dflash/dflash2_tensors.h"
 
-#include "models/dflash_tensors.h"
+#include "models/dflash/dflash_tensors.h"
 
 namespace dflash {
 

@@ -1,6 +1,6 @@
-#include "models/dflash_tensors.h"
+#include "models/dflash/dflash_tensors.h"
 
-#include "models/dense_tensors.h"
+#include "models/dense/dense_tensors.h"
 
 namespace dflash {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 #include "models/tensor_table.h"
 
 namespace dflash {

@@ -1,6 +1,6 @@
-#include "models/dense_tensors.h"
+#include "models/dense/dense_tensors.h"
 
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 #include "models/weight_loader.h"
 
 namespace dflash {
@@ -52,7 +52,7 @@ TensorDims dense_dims(const ModelConfig& c) {
 }
 
 TensorConditions dense_conditions(const ModelConfig& c) {
-  return TensorConditions{c.arch->qk_norm, c.attention_bias, c.tie_embeddings};
+  return TensorConditions{c.arch->qk_norm, c.qkv_bias, c.tie_embeddings};
 }
 
 TensorNaming dense_gguf_naming(const ModelConfig& c) {

@@ -9,7 +9,7 @@
 #include "models/drafter.h"
 #include "models/kv_cache.h"
 #include "models/target_model.h"
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "models/weight_loader.h"
 
 namespace dflash {

@@ -4,7 +4,7 @@
 // are only read from Hugging Face folders, so these rows have no GGUF names.
 #include <string>
 
-#include "models/dflash2_draft.h"
+#include "models/dflash/dflash2_draft.h"
 #include "models/tensor_table.h"
 
 namespace dflash {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 
 namespace dflash {
 

@@ -1,10 +1,10 @@
 // The DFlash draft forward: context injection and one bidirectional block.
-#include "models/dflash_draft.h"
+#include "models/dflash/dflash_draft.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "models/decoder_blocks.h"
+#include "models/dense/decoder_blocks.h"
 #include "util/error.h"
 
 namespace dflash {

@@ -1,4 +1,4 @@
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 
 namespace dflash {
 // Qwen3: per-head RMSNorm on q and k before RoPE, no projection biases.

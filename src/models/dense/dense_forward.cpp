@@ -2,18 +2,18 @@
 // -> residual -> RMSNorm -> SwiGLU MLP -> residual, then the final norm and the LM head.
 // Several sequences share one pass: their rows are stacked for every matmul and norm, and
 // each attends to its own cache.
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "models/arch/arch_spec.h"
-#include "models/decoder_blocks.h"
+#include "models/dense/arch_spec.h"
+#include "models/dense/decoder_blocks.h"
 #include "util/error.h"
 
 namespace dflash {
 
-void Transformer::finish_load() {
+void DenseModel::finish_load() {
   for (int l = 0; l < cfg_.n_layers; ++l)
     if (!cfg_.layer_kinds.empty() && cfg_.layer_kinds[size_t(l)] != LayerKind::Attention)
       throw Error("layer " + std::to_string(l) + " is " + layer_kind_name(cfg_.layer_kinds[size_t(l)]) +
@@ -22,41 +22,41 @@ void Transformer::finish_load() {
   inv_freq_ = rope_inv_freq(cfg_);
 }
 
-std::unique_ptr<SequenceState> Transformer::new_state(int capacity) const {
+std::unique_ptr<SequenceState> DenseModel::new_state(int capacity) const {
   return std::make_unique<KVCache>(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, capacity, cache_type_,
                                    backend_.get());
 }
 
-void Transformer::set_cache_type(WType t) {
+void DenseModel::set_cache_type(WType t) {
   check_kv_type(t, cfg_.head_dim);  // throws now, not at the first request, if t cannot work
   cache_type_ = t;
 }
 
-void Transformer::embed(int32_t token, float* out) const {
+void DenseModel::embed(int32_t token, float* out) const {
   if (token < 0 || token >= cfg_.vocab)
     throw Error("token id " + std::to_string(token) + " is outside the vocabulary (size " +
                 std::to_string(cfg_.vocab) + ")");
   backend_->dequantize_row(embed_, token, out);
 }
 
-size_t Transformer::weight_bytes() const {
+size_t DenseModel::weight_bytes() const {
   size_t b = lm_head_.bytes();
   for (const auto& l : layers_)
     b += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.gate.bytes() + l.up.bytes() + l.down.bytes();
   return b;
 }
 
-void Transformer::logits_from_hidden(const float* h, int rows, float* logits) const {
+void DenseModel::logits_from_hidden(const float* h, int rows, float* logits) const {
   float* normed = act_.normed.floats(*backend_, size_t(rows) * size_t(cfg_.hidden));
   backend_->rmsnorm(h, rows, cfg_.hidden, final_norm_.data(), float(cfg_.rms_eps), normed);
   backend_->matmul(normed, rows, lm_head_, logits);
 }
 
-void Transformer::lm_head_logits(const float* normed, int rows, float* logits) const {
+void DenseModel::lm_head_logits(const float* normed, int rows, float* logits) const {
   backend_->matmul(normed, rows, lm_head_, logits);
 }
 
-void Transformer::forward_batch(std::span<SequenceRows> batch) const {
+void DenseModel::forward_batch(std::span<SequenceRows> batch) const {
   const ModelConfig& c = cfg_;
   const Backend& be = *backend_;
   const int H = c.hidden, hd = c.head_dim, half = hd / 2;
@@ -105,7 +105,7 @@ void Transformer::forward_batch(std::span<SequenceRows> batch) const {
   be.rope_tables(inv_freq_.data(), half, pos, int(N), c.rope_scaling.type == "yarn" ? float(c.rope_scaling.attention_factor) : 1.0f,
                  cosv, sinv);
 
-  const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), c.arch->qk_norm, c.attention_bias};
+  const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), c.arch->qk_norm, c.qkv_bias};
   const float scale = 1.0f / std::sqrt(float(hd));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[size_t(l)];

@@ -2,7 +2,7 @@
 // The pieces of a pre-norm decoder layer that target and draft forwards share, as sequences
 // of backend ops.
 #include "kernels/backend.h"
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 
 namespace dflash {
 

@@ -8,8 +8,8 @@
 // layer, and the input of layer k + 1 is the output of layer k, which is what z-lab's id k
 // names. This engine taps outputs, so the ids are stored back minus 1.
 #include "formats/gguf.h"
-#include "models/dflash_draft.h"
-#include "models/dflash_tensors.h"
+#include "models/dflash/dflash_draft.h"
+#include "models/dflash/dflash_tensors.h"
 #include "models/gguf_weights.h"
 #include "util/error.h"
 

@@ -1,26 +1,25 @@
-// Hugging Face model -> one GGUF file that llama.cpp loads, with the metadata and tokenizer
-// tables it reads (the inverse of gguf_load.cpp). Quantized types use the engine's own
+// Hugging Face dense model -> one GGUF file that llama.cpp loads, with the metadata and
+// tokenizer tables it reads (the inverse of dense_gguf_load.cpp and gguf_tokenizer.cpp).
+// Quantized types use the engine's own
 // quantizer, so a GGUF q8_0/q4_0 gives exactly the logits of the folder loaded with
 // --weights q8/q4. The GGUF container itself is formats/gguf.h's GgufWriter; this file is the
-// model-level mapping (config, tensor names, q/k row order, tokenizer), which needs the model
-// and kernel types and so lives here rather than in formats/.
-#include "models/gguf_write.h"
+// family's mapping (config keys, its tensor table's names, q/k row order), which needs the
+// model and kernel types and so lives with the family rather than in formats/.
+#include "models/dense/dense_gguf_write.h"
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
-#include "models/arch/arch_spec.h"
-#include "models/dense_tensors.h"
-#include "models/gguf_load.h"
+#include "models/dense/arch_spec.h"
+#include "models/dense/dense_tensors.h"
+#include "models/dense/dense_gguf_load.h"
+#include "models/gguf_tokenizer.h"
+#include "models/gguf_weights.h"
 #include "models/model_config.h"
 #include "models/weight_loader.h"
-#include "tokenizer/gguf_vocab.h"
-#include "tokenizer/json_reader.h"
-#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -78,81 +77,6 @@ std::string basename_of(std::string p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
-// tokenizer.json (+ config) -> tokenizer.ggml.* with one token per embedding row.
-void add_tokenizer(GgufWriter& w, const std::string& dir, const ModelConfig& c) {
-  const std::string tj_path = dir + "/tokenizer.json";
-  if (!file_exists(tj_path)) throw file_error(tj_path, "not found (convert needs the model's tokenizer)");
-  const std::string text = read_text_file(tj_path);
-  const tok::TokenizerJsonDoc doc = tok::read_tokenizer_json(text, tj_path);
-  const Tokenizer tk = Tokenizer::from_folder(dir);  // validates everything and resolves the specials
-  const nlohmann::json& tree = doc.tree;
-  // The Split regex and the normalizer decide which pre-tokenizer name llama.cpp must use.
-  std::string regex;
-  std::function<void(const nlohmann::json&)> find_regex = [&](const nlohmann::json& p) {
-    if (!p.is_object()) return;
-    if (p.value("type", "") == "Split" && p.contains("pattern") && p["pattern"].contains("Regex"))
-      regex = p["pattern"]["Regex"].get<std::string>();
-    if (p.contains("pretokenizers") && p["pretokenizers"].is_array())
-      for (const auto& x : p["pretokenizers"]) find_regex(x);
-  };
-  if (tree.contains("pre_tokenizer")) find_regex(tree["pre_tokenizer"]);
-  bool nfc = false;
-  if (tree.contains("normalizer") && tree["normalizer"].is_object()) {
-    const auto& n = tree["normalizer"];
-    const std::string t = n.value("type", "");
-    if (t == "NFC") nfc = true;
-    else if (t == "Sequence" && n.contains("normalizers") && n["normalizers"].size() == 1 &&
-             n["normalizers"][0].value("type", "") == "NFC")
-      nfc = true;
-    else
-      throw file_error(tj_path, "normalizer '" + t + "' has no GGUF equivalent");
-  }
-  const std::string pre = vocab_pre_name(regex, nfc);
-  if (pre.empty())
-    throw file_error(tj_path, "its pre-tokenizer is neither Qwen2's nor Llama 3's: no llama.cpp pre-tokenizer name fits");
-
-  const int64_t V = c.vocab;
-  std::vector<std::string> tokens(static_cast<size_t>(V));
-  std::vector<int32_t> types(static_cast<size_t>(V), int32_t(VocabTokenType::Unused));
-  std::vector<bool> set(static_cast<size_t>(V), false);
-  auto place = [&](int64_t id, const std::string& t, VocabTokenType ty) {
-    if (id < 0 || id >= V)
-      throw file_error(tj_path, "token id " + std::to_string(id) + " is outside the embedding (" + std::to_string(V) + " rows)");
-    tokens[size_t(id)] = t;
-    types[size_t(id)] = int32_t(ty);
-    set[size_t(id)] = true;
-  };
-  for (const auto& [t, id] : doc.vocab) place(id, t, VocabTokenType::Normal);
-  if (tree.contains("added_tokens") && tree["added_tokens"].is_array())
-    for (const auto& a : tree["added_tokens"])
-      place(a.at("id").get<int64_t>(), a.at("content").get<std::string>(),
-            a.value("special", false) ? VocabTokenType::Control : VocabTokenType::UserDefined);
-  for (int64_t i = 0; i < V; ++i)
-    if (!set[size_t(i)]) tokens[size_t(i)] = "[PAD" + std::to_string(i) + "]";
-  std::vector<GgufValue> tv, ty, mv;
-  tv.reserve(size_t(V));
-  for (auto& t : tokens) tv.push_back(GgufValue::str(t));
-  for (int32_t t : types) ty.push_back(GgufValue::i32(t));
-  for (const auto& [l, r] : doc.merges) mv.push_back(GgufValue::str(l + " " + r));
-  w.add("tokenizer.ggml.model", GgufValue::str("gpt2"));
-  w.add("tokenizer.ggml.pre", GgufValue::str(pre));
-  w.add("tokenizer.ggml.tokens", GgufValue::array(GgufValueType::STRING, std::move(tv)));
-  w.add("tokenizer.ggml.token_type", GgufValue::array(GgufValueType::I32, std::move(ty)));
-  w.add("tokenizer.ggml.merges", GgufValue::array(GgufValueType::STRING, std::move(mv)));
-  const SpecialTokens& sp = tk.special();
-  // The model's own end-of-sequence (generation_config) first: it is what generation stops on.
-  std::vector<int32_t> eos(c.eos_ids.begin(), c.eos_ids.end());
-  for (int32_t e : sp.eos)
-    if (std::find(eos.begin(), eos.end(), e) == eos.end()) eos.push_back(e);
-  if (!eos.empty()) w.add("tokenizer.ggml.eos_token_id", GgufValue::u32(uint32_t(eos[0])));
-  if (eos.size() > 1) w.add("tokenizer.ggml.eot_token_id", GgufValue::u32(uint32_t(eos[1])));
-  const std::optional<int32_t> bos = sp.bos ? sp.bos : c.bos_id >= 0 ? std::optional<int32_t>(c.bos_id) : std::nullopt;
-  if (bos) w.add("tokenizer.ggml.bos_token_id", GgufValue::u32(uint32_t(*bos)));
-  if (sp.pad) w.add("tokenizer.ggml.padding_token_id", GgufValue::u32(uint32_t(*sp.pad)));
-  w.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(sp.add_bos));
-  if (!tk.chat_template().empty()) w.add("tokenizer.chat_template", GgufValue::str(tk.chat_template()));
-}
-
 }  // namespace
 
 void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::string& tokenizer_dir,
@@ -195,7 +119,7 @@ void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::st
     const auto base = rope_inv_freq(plain), scaled = rope_inv_freq(c);
     for (size_t i = 0; i < base.size(); ++i) rope_freqs.push_back(float(base[i] / scaled[i]));
   }
-  add_tokenizer(w, tokenizer_dir, c);
+  write_gguf_tokenizer(w, tokenizer_dir, c);
 
   auto mat = [&](const std::string& gguf, const std::string& hf, int64_t rows, int64_t cols, WType t, int64_t pm) {
     const WeightMatrix m = src.matrix(hf, rows, cols, t);

@@ -4,8 +4,8 @@
 
 #include "formats/safetensors.h"
 #include "kernels/numeric.h"
-#include "models/dflash2_draft.h"
-#include "models/dflash2_tensors.h"
+#include "models/dflash/dflash2_draft.h"
+#include "models/dflash/dflash2_tensors.h"
 #include "util/error.h"
 
 namespace dflash {

@@ -1,4 +1,4 @@
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 
 namespace dflash {
 // Qwen2 / Qwen2.5: biases on the q, k and v projections, no q/k norm.

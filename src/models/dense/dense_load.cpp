@@ -1,11 +1,11 @@
-// Building a Transformer: from a Hugging Face folder, or with random weights of a given shape.
+// Building a DenseModel: from a Hugging Face folder, or with random weights of a given shape.
 
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
-#include "models/arch/arch_spec.h"
-#include "models/dense_tensors.h"
-#include "models/gguf_load.h"
-#include "models/transformer.h"
+#include "models/dense/arch_spec.h"
+#include "models/dense/dense_tensors.h"
+#include "models/dense/dense_gguf_load.h"
+#include "models/dense/dense_model.h"
 #include "models/weight_loader.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -16,9 +16,9 @@ void prepare_layer(const Backend& be, LayerWeights& w) {
   for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) be.prepare_weight(*m);
 }
 
-struct TransformerLoader {
-  static std::unique_ptr<Transformer> load(const std::string& dir, LoadOptions& opt) {
-    auto m = std::make_unique<Transformer>();
+struct DenseLoader {
+  static std::unique_ptr<DenseModel> load(const std::string& dir, LoadOptions& opt) {
+    auto m = std::make_unique<DenseModel>();
     m->backend_ = backend_of(opt);
     m->cfg_ = ModelConfig::from_folder(dir);
     const ModelConfig& c = m->cfg_;
@@ -44,9 +44,9 @@ struct TransformerLoader {
     return m;
   }
 
-  static std::unique_ptr<Transformer> random(const ModelConfig& c, WType type, uint64_t seed,
+  static std::unique_ptr<DenseModel> random(const ModelConfig& c, WType type, uint64_t seed,
                                              std::shared_ptr<Backend> backend) {
-    auto m = std::make_unique<Transformer>();
+    auto m = std::make_unique<DenseModel>();
     m->cfg_ = c;
     m->backend_ = backend ? std::move(backend) : make_cpu_backend();
     // xorshift uniform noise: a billion weights in seconds; the values do not matter for speed.
@@ -57,7 +57,7 @@ struct TransformerLoader {
     m->embed_ = mat(c.vocab, H, WType::BF16);
     for (int l = 0; l < c.n_layers; ++l)
       m->layers_.push_back(random_layer_weights(*m->backend_, state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, type,
-                                                c.arch->qk_norm, c.attention_bias));
+                                                c.arch->qk_norm, c.qkv_bias));
     m->final_norm_ = ones(H);
     m->lm_head_ = mat(c.vocab, H, type);
     m->backend_->prepare_weight(m->lm_head_);
@@ -90,14 +90,14 @@ LayerWeights random_layer_weights(const Backend& be, uint64_t& state, int64_t hi
   return w;
 }
 
-std::unique_ptr<Transformer> Transformer::load(const std::string& dir, LoadOptions opt) {
-  if (has_gguf_suffix(dir)) return load_gguf_transformer(dir, opt);
-  return TransformerLoader::load(dir, opt);
+std::unique_ptr<DenseModel> DenseModel::load(const std::string& dir, LoadOptions opt) {
+  if (has_gguf_suffix(dir)) return load_dense_gguf(dir, opt);
+  return DenseLoader::load(dir, opt);
 }
 
-std::unique_ptr<Transformer> Transformer::random(const ModelConfig& cfg, WType weights, uint64_t seed,
+std::unique_ptr<DenseModel> DenseModel::random(const ModelConfig& cfg, WType weights, uint64_t seed,
                                                  std::shared_ptr<Backend> backend) {
-  return TransformerLoader::random(cfg, weights, seed, std::move(backend));
+  return DenseLoader::random(cfg, weights, seed, std::move(backend));
 }
 
 }  // namespace dflash

@@ -8,7 +8,7 @@
 
 #include "models/model_config.h"
 #include "models/tensor_table.h"
-#include "models/transformer.h"
+#include "models/dense/dense_model.h"
 #include "util/error.h"
 
 namespace dflash {
@@ -37,7 +37,7 @@ TensorNaming dense_gguf_naming(const ModelConfig& c);
 LayerWeights read_layer(const Backend& be, const TensorSource& src, const TensorNaming& naming, int layer, const TensorDims& dims,
                         const TensorConditions& when, std::optional<WType> type);
 
-// Where a target's weights go: the Transformer's own fields (its loaders are its friends).
+// Where a target's weights go: the DenseModel's own fields (its loaders are its friends).
 struct DenseFields {
   WeightMatrix& embed;
   std::vector<LayerWeights>& layers;

@@ -1,4 +1,4 @@
-#include "models/decoder_blocks.h"
+#include "models/dense/decoder_blocks.h"
 
 namespace dflash {
 

@@ -1,13 +1,14 @@
-// GGUF -> Transformer. Tensors whose type the kernels read (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+// GGUF -> DenseModel. Tensors whose type the kernels read (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
 // Q6_K) stay in the mapping; only a different --weights, or llama's q/k row order, costs a copy.
-#include "models/gguf_load.h"
+#include "models/dense/dense_gguf_load.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "kernels/numeric.h"
-#include "models/arch/arch_spec.h"
-#include "models/dense_tensors.h"
+#include "models/dense/arch_spec.h"
+#include "models/dense/dense_tensors.h"
+#include "models/gguf_tokenizer.h"
 #include "models/gguf_weights.h"
 #include "util/error.h"
 
@@ -22,12 +23,6 @@ int need_int(const GgufFile& f, const std::string& key) {
   return int(*v);
 }
 
-std::optional<int32_t> opt_id(const GgufFile& f, const std::string& key) {
-  auto v = f.get_int(key);
-  if (!v) return std::nullopt;
-  if (*v < 0 || *v > INT32_MAX) throw file_error(f.path(), "metadata key '" + key + "' is out of range");
-  return int32_t(*v);
-}
 
 }  // namespace
 
@@ -73,18 +68,18 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (emb->ne.size() < 2 || emb->ne[1] > (1 << 24)) throw file_error(f.path(), "tensor '" + emb_name + "' is not a matrix");
   c.vocab = int(emb->ne[1]);
   c.tie_embeddings = f.tensor(tensor_name(dense_tensor(DenseRole::LmHead), naming)) == nullptr;
-  c.attention_bias = c.arch->qkv_bias || f.tensor(tensor_name(dense_tensor(DenseRole::Bq), naming, 0)) != nullptr;
-  if (auto e = opt_id(f, "tokenizer.ggml.eos_token_id")) c.eos_ids.push_back(*e);
-  if (auto e = opt_id(f, "tokenizer.ggml.eot_token_id"); e && (c.eos_ids.empty() || c.eos_ids[0] != *e))
+  c.qkv_bias = c.arch->qkv_bias || f.tensor(tensor_name(dense_tensor(DenseRole::Bq), naming, 0)) != nullptr;
+  if (auto e = gguf_token_id(f, "tokenizer.ggml.eos_token_id")) c.eos_ids.push_back(*e);
+  if (auto e = gguf_token_id(f, "tokenizer.ggml.eot_token_id"); e && (c.eos_ids.empty() || c.eos_ids[0] != *e))
     c.eos_ids.push_back(*e);
-  if (auto b = opt_id(f, "tokenizer.ggml.bos_token_id")) c.bos_id = *b;
+  if (auto b = gguf_token_id(f, "tokenizer.ggml.bos_token_id")) c.bos_id = *b;
   return c;
 }
 
-struct GgufModelLoader {
-  static std::unique_ptr<Transformer> load(const std::string& path, LoadOptions& opt) {
+struct DenseGgufLoader {
+  static std::unique_ptr<DenseModel> load(const std::string& path, LoadOptions& opt) {
     auto file = std::make_shared<GgufFile>(path);
-    auto m = std::make_unique<Transformer>();
+    auto m = std::make_unique<DenseModel>();
     m->backend_ = backend_of(opt);
     m->cfg_ = gguf_model_config(*file);
     m->storage_ = file;
@@ -120,45 +115,8 @@ struct GgufModelLoader {
   }
 };
 
-std::unique_ptr<Transformer> load_gguf_transformer(const std::string& path, LoadOptions& opt) {
-  return GgufModelLoader::load(path, opt);
-}
-
-VocabSpec gguf_vocab_spec(const GgufFile& f) {
-  VocabSpec v;
-  auto model = f.get_string("tokenizer.ggml.model");
-  if (!model) throw file_error(f.path(), "no tokenizer in this GGUF (missing 'tokenizer.ggml.model')");
-  v.model = *model;
-  v.pre = f.get_string("tokenizer.ggml.pre").value_or("default");
-  auto strings = [&](const std::string& key, std::vector<std::string>& out, bool required) {
-    const GgufValue* a = f.find(key);
-    if (!a) {
-      if (required) throw file_error(f.path(), "missing metadata key '" + key + "'");
-      return;
-    }
-    if (!a->is_array_of(GgufValueType::STRING)) throw file_error(f.path(), "metadata key '" + key + "' must be an array of strings");
-    out.reserve(a->items.size());
-    for (const auto& x : a->items) out.push_back(x.s);
-  };
-  strings("tokenizer.ggml.tokens", v.tokens, true);
-  strings("tokenizer.ggml.merges", v.merges, false);
-  if (const GgufValue* a = f.find("tokenizer.ggml.token_type")) {
-    if (a->type != GgufValueType::ARRAY || (!a->items.empty() && !a->items[0].is_int()))
-      throw file_error(f.path(), "metadata key 'tokenizer.ggml.token_type' must be an array of integers");
-    for (const auto& x : a->items) v.token_types.push_back(int32_t(x.i));
-  }
-  v.bos = opt_id(f, "tokenizer.ggml.bos_token_id");
-  v.eos = opt_id(f, "tokenizer.ggml.eos_token_id");
-  v.eot = opt_id(f, "tokenizer.ggml.eot_token_id");
-  v.pad = opt_id(f, "tokenizer.ggml.padding_token_id");
-  v.add_bos = f.get_bool("tokenizer.ggml.add_bos_token");
-  v.chat_template = f.get_string("tokenizer.chat_template").value_or("");
-  return v;
-}
-
-Tokenizer load_gguf_tokenizer(const std::string& path) {
-  const GgufFile f(path);
-  return Tokenizer::from_vocab(gguf_vocab_spec(f), path);
+std::unique_ptr<DenseModel> load_dense_gguf(const std::string& path, LoadOptions& opt) {
+  return DenseGgufLoader::load(path, opt);
 }
 
 }  // namespace dflash

@@ -29,11 +29,11 @@ void prepare_layer(const Backend& be, LayerWeights& w);
 LayerWeights random_layer_weights(const Backend& be, uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads,
                                   int head_dim, int64_t ffn, WType type, bool qk_norm, bool bias);
 
-class Transformer final : public TargetModel {
+class DenseModel final : public TargetModel {
  public:
-  static std::unique_ptr<Transformer> load(const std::string& dir, LoadOptions opt);
+  static std::unique_ptr<DenseModel> load(const std::string& dir, LoadOptions opt);
   // Random weights of a given shape (benchmarks of real shapes without any file).
-  static std::unique_ptr<Transformer> random(const ModelConfig& cfg, WType weights, uint64_t seed,
+  static std::unique_ptr<DenseModel> random(const ModelConfig& cfg, WType weights, uint64_t seed,
                                              std::shared_ptr<Backend> backend = nullptr);
 
   const ModelConfig& config() const override { return cfg_; }
@@ -66,8 +66,8 @@ class Transformer final : public TargetModel {
     ActivationBuffer x, h, q, k, v, att, gate, up, cos, sin, pos, kbeg, kend, normed;
   };
   mutable Activations act_;
-  friend struct TransformerLoader;
-  friend struct GgufModelLoader;
+  friend struct DenseLoader;
+  friend struct DenseGgufLoader;
 };
 
 }  // namespace dflash

@@ -1,4 +1,4 @@
-#include "models/arch/arch_spec.h"
+#include "models/dense/arch_spec.h"
 
 namespace dflash {
 

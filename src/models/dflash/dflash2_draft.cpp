@@ -1,6 +1,6 @@
 // The DFlash2 block: v1's layers with the convolutions hooked around each sublayer, then the
 // candidate selector's walk over the top-k of every row.
-#include "models/dflash2_draft.h"
+#include "models/dflash/dflash2_draft.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,17 @@
+#pragma once
+// Dense targets (qwen3, qwen2, llama) from llama.cpp GGUF files.
+#include <memory>
+#include <string>
+
+#include "formats/gguf.h"
+#include "models/model_config.h"
+#include "models/dense/dense_model.h"
+
+namespace dflash {
+
+// Hyper-parameters from <arch>.* metadata; vocab from token_embd's row count.
+ModelConfig gguf_model_config(const GgufFile& f);
+std::unique_ptr<DenseModel> load_dense_gguf(const std::string& path, LoadOptions& opt);
+
+
+}  // namespace dflash
