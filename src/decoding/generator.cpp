@@ -105,7 +105,7 @@ void Generator::force_tokens(const std::vector<int32_t>& ids) {
   if (n_generated_ >= params_.max_tokens) finish_ = FinishReason::Length;
 }
 
-bool Generator::step(std::vector<int32_t>& out) {
+bool Generator::may_step() {
   if (!started_ || finish_ != FinishReason::None) return false;
   if (cancelled_.load()) {
     finish_ = FinishReason::Cancelled;
@@ -115,6 +115,11 @@ bool Generator::step(std::vector<int32_t>& out) {
     finish_ = FinishReason::Length;
     return false;
   }
+  return true;
+}
+
+bool Generator::step(std::vector<int32_t>& out) {
+  if (!may_step()) return false;
   if (!prefilled_) {
     prefill();
   } else {

@@ -55,6 +55,9 @@ class Generator {
   const std::vector<int32_t>& tokens() const { return tokens_; }  // prompt + generated
 
  protected:
+  // What every step checks first: false once generation has ended (finished, cancelled, or
+  // asked for no tokens), with finish_reason set.
+  bool may_step();
   // Prefills prompt tokens not yet in the cache; returns the last row's logits.
   void prefill();
   // Records a generated token; returns true if generation must stop after it.

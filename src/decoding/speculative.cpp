@@ -278,15 +278,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
 }
 
 bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
-  if (!started_ || finish_ != FinishReason::None) return false;
-  if (cancelled_.load()) {
-    finish_ = FinishReason::Cancelled;
-    return false;
-  }
-  if (params_.max_tokens == 0) {
-    finish_ = FinishReason::Length;
-    return false;
-  }
+  if (!may_step()) return false;
   if (!prefilled_) {
     if (draft_on_) prefill_with_taps();
     else prefill();

@@ -2,6 +2,16 @@
 
 namespace dflash {
 
+DecoderRows DecoderActivations::take(const Backend& be, size_t rows, const LayerDims& d) {
+  const size_t qd = size_t(d.n_heads) * d.head_dim, kvd = size_t(d.n_kv_heads) * d.head_dim;
+  const size_t half = size_t(d.head_dim / 2);
+  return {x.floats(be, rows * d.hidden), h.floats(be, rows * d.hidden), q.floats(be, rows * qd),
+          k.floats(be, rows * kvd),      v.floats(be, rows * kvd),      att.floats(be, rows * qd),
+          gate.floats(be, rows * d.ffn), up.floats(be, rows * d.ffn),   cos.floats(be, rows * half),
+          sin.floats(be, rows * half),   pos.ints(be, rows),            kbeg.ints(be, rows),
+          kend.ints(be, rows)};
+}
+
 void project_qkv(const Backend& be, const LayerWeights& w, const LayerDims& d, const float* h, int n, const float* cos,
                  const float* sin, float* q, float* k, float* v) {
   if (q) be.matmul_multi(h, n, {{&w.wq, q}, {&w.wk, k}, {&w.wv, v}});

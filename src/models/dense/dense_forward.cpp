@@ -47,7 +47,7 @@ size_t DenseModel::weight_bytes() const {
 }
 
 void DenseModel::logits_from_hidden(const float* h, int rows, float* logits) const {
-  float* normed = act_.normed.floats(*backend_, size_t(rows) * size_t(cfg_.hidden));
+  float* normed = normed_.floats(*backend_, size_t(rows) * size_t(cfg_.hidden));
   backend_->rmsnorm(h, rows, cfg_.hidden, final_norm_.data(), float(cfg_.rms_eps), normed);
   backend_->matmul(normed, rows, lm_head_, logits);
 }
@@ -76,19 +76,11 @@ void DenseModel::forward_batch(std::span<SequenceRows> batch) const {
   }
   if (N == 0) return;
 
-  float* x = act_.x.floats(be, N * H);
-  float* h = act_.h.floats(be, N * H);
-  float* q = act_.q.floats(be, N * qd);
-  float* k = act_.k.floats(be, N * kvd);
-  float* v = act_.v.floats(be, N * kvd);
-  float* att = act_.att.floats(be, N * qd);
-  float* g = act_.gate.floats(be, N * c.ffn);
-  float* u = act_.up.floats(be, N * c.ffn);
-  float* cosv = act_.cos.floats(be, N * half);
-  float* sinv = act_.sin.floats(be, N * half);
-  int* pos = act_.pos.ints(be, N);
-  int* kbeg = act_.kbeg.ints(be, N);
-  int* kend = act_.kend.ints(be, N);
+  const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), c.arch->qk_norm, c.qkv_bias};
+  const DecoderRows a = act_.take(be, N, d);
+  float *x = a.x, *h = a.h, *q = a.q, *k = a.k, *v = a.v, *att = a.att, *g = a.gate, *u = a.up;
+  float *cosv = a.cos, *sinv = a.sin;
+  int *pos = a.pos, *kbeg = a.kbeg, *kend = a.kend;
 
   // Row r of the stack: its token's embedding, its position, its causal key range.
   size_t r = 0;
@@ -105,7 +97,6 @@ void DenseModel::forward_batch(std::span<SequenceRows> batch) const {
   be.rope_tables(inv_freq_.data(), half, pos, int(N), c.rope_scaling.type == "yarn" ? float(c.rope_scaling.attention_factor) : 1.0f,
                  cosv, sinv);
 
-  const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), c.arch->qk_norm, c.qkv_bias};
   const float scale = 1.0f / std::sqrt(float(hd));
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[size_t(l)];

@@ -9,25 +9,12 @@
 
 #include "kernels/backend.h"
 #include "kernels/weight_matrix.h"
+#include "models/dense/decoder_blocks.h"
 #include "models/kv_cache.h"
 #include "models/model_config.h"
 #include "models/target_model.h"
 
 namespace dflash {
-
-struct LayerWeights {
-  WeightMatrix wq, wk, wv, wo, gate, up, down;
-  std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv;
-};
-
-// Hands a layer's matrices to the backend for its layout (Backend::prepare_weight).
-void prepare_layer(const Backend& be, LayerWeights& w);
-
-// One layer of random weights for speed benchmarks of real shapes (the values do not matter):
-// xorshift noise drawn from `state` in the order wq, wk, wv, wo, gate, up, down, norms of
-// ones, zero q/k/v biases when `bias`, prepared for the backend's kernels.
-LayerWeights random_layer_weights(const Backend& be, uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads,
-                                  int head_dim, int64_t ffn, WType type, bool qk_norm, bool bias);
 
 class DenseModel final : public TargetModel {
  public:
@@ -62,10 +49,8 @@ class DenseModel final : public TargetModel {
   std::shared_ptr<const void> storage_;  // the mapped files, kept alive
   WType cache_type_ = WType::F32;
   // Activations, grown to the largest call's rows and reused (single-flight).
-  struct Activations {
-    ActivationBuffer x, h, q, k, v, att, gate, up, cos, sin, pos, kbeg, kend, normed;
-  };
-  mutable Activations act_;
+  mutable DecoderActivations act_;
+  mutable ActivationBuffer normed_;
   friend struct DenseLoader;
   friend struct DenseGgufLoader;
 };

@@ -114,7 +114,8 @@ class DFlashDraft : public Drafter {
   WType cache_type_ = WType::F32;
   // Activations, grown to the largest call and reused (single-flight, like the target).
   struct Activations {
-    ActivationBuffer x, h, q, k, v, att, gate, up, cos, sin, pos, kbeg, kend, normed, logits, ctx;
+    DecoderActivations layers;
+    ActivationBuffer normed, logits, ctx;
   };
   mutable Activations acts_;
 };
