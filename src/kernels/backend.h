@@ -38,6 +38,10 @@ class Backend {
   // freed when the last owner lets go. CPU: anonymous pages, mapped as the context fills and
   // in huge pages where large.
   virtual std::shared_ptr<uint8_t> allocate(size_t bytes) const = 0;
+  // Memory for a model's activations (rewritten every forward, read while hot). CPU: the heap,
+  // 64-byte aligned: page-aligned buffers would all start at the same offset in a page and
+  // contend for the same cache sets.
+  virtual std::shared_ptr<uint8_t> allocate_activations(size_t bytes) const = 0;
 
   // --- Ops (definitions and batch invariance: kernels.h, vector_ops.h) ---
   virtual void matmul(const float* x, int M, const WeightMatrix& w, float* y) const = 0;
@@ -67,7 +71,7 @@ class ActivationBuffer {
  public:
   float* floats(const Backend& be, size_t n) {
     if (n > capacity_) {
-      memory_ = be.allocate(n * sizeof(float));
+      memory_ = be.allocate_activations(n * sizeof(float));
       capacity_ = n;
     }
     return reinterpret_cast<float*>(memory_.get());

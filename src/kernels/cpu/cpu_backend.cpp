@@ -1,5 +1,6 @@
 // The CPU backend: the Highway kernels of kernels/cpu on a thread pool of its own.
 #include <memory>
+#include <new>
 #include <string>
 
 #include "kernels/backend.h"
@@ -28,6 +29,10 @@ class CpuBackend final : public Backend {
     if (mapped) release_mapped_pages(src, n);
   }
   std::shared_ptr<uint8_t> allocate(size_t bytes) const override { return alloc_pages(bytes); }
+  std::shared_ptr<uint8_t> allocate_activations(size_t bytes) const override {
+    auto* p = static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t(64)));
+    return std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
+  }
 
   void matmul(const float* x, int M, const WeightMatrix& w, float* y) const override {
     dflash::matmul(x, M, w, y, pool_.get());
