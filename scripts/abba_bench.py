@@ -39,7 +39,7 @@ def kind_of(path):
     last = path.split(".")[-1]
     # per_round entries repeat the best-of numbers; bounds and llama.cpp's numbers do not
     # depend on the binary under test.
-    if "per_round" in path or "bound" in path or "llamacpp" in path or "peer" in path:
+    if any(w in path for w in ("per_round", "bound", "llamacpp", "peer", "ratio")):
         return None
     if "tok_s" in path:
         return "speed"

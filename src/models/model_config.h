@@ -36,11 +36,16 @@ struct ModelConfig {
   bool qkv_bias = false;  // biases on the q/k/v projections (Qwen2; config attention_bias)
   std::vector<int> eos_ids;
   int bos_id = -1;
-
-  // Reads config.json (and generation_config.json for eos ids when present) from dir.
-  static ModelConfig from_folder(const std::string& dir);
-  static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
+  // Filled by a family's config reader (models/dense/dense_config.h).
 };
+
+// Pieces of config.json reading that every family shares: a positive integer key (throws
+// naming `origin`), a number with a default, token ids (one or a list), the layer kinds
+// (layer_types; absent: every layer attention).
+int config_int(const nlohmann::json& j, const char* key, const std::string& origin);
+double config_num(const nlohmann::json& j, const char* key, double dflt);
+void read_token_ids(const nlohmann::json& v, std::vector<int>& out);
+std::vector<LayerKind> read_layer_kinds(const nlohmann::json& j, int n_layers, const std::string& origin);
 
 // The rope_scaling object of a config (absent: no scaling).
 RopeScaling parse_rope_scaling(const nlohmann::json& config, int max_pos, const std::string& origin);

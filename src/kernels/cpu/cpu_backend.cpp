@@ -1,4 +1,5 @@
 // The CPU backend: the Highway kernels of kernels/cpu on a thread pool of its own.
+#include <atomic>
 #include <memory>
 #include <new>
 #include <string>
@@ -29,9 +30,15 @@ class CpuBackend final : public Backend {
     if (mapped) release_mapped_pages(src, n);
   }
   std::shared_ptr<uint8_t> allocate(size_t bytes) const override { return alloc_pages(bytes); }
+  // Buffers past malloc's mmap threshold come back page-aligned, so every activation buffer
+  // of a large call would start at the same offset in a page: a store to one and a load from
+  // another then look alike to the core's memory disambiguation (4K aliasing) and their lines
+  // share cache sets. Each buffer starts a different number of cache lines into its block.
   std::shared_ptr<uint8_t> allocate_activations(size_t bytes) const override {
-    auto* p = static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t(64)));
-    return std::shared_ptr<uint8_t>(p, [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
+    const size_t skew = 64 * (next_skew_.fetch_add(1, std::memory_order_relaxed) % 61 + 1);
+    auto* base = static_cast<uint8_t*>(::operator new[](bytes + skew, std::align_val_t(64)));
+    std::shared_ptr<uint8_t> owner(base, [](uint8_t* q) { ::operator delete[](q, std::align_val_t(64)); });
+    return std::shared_ptr<uint8_t>(owner, base + skew);
   }
 
   void matmul(const float* x, int M, const WeightMatrix& w, float* y) const override {
@@ -68,6 +75,7 @@ class CpuBackend final : public Backend {
  private:
   std::unique_ptr<ThreadPool> pool_;
   std::string name_;
+  mutable std::atomic<unsigned> next_skew_{0};
 };
 
 }  // namespace

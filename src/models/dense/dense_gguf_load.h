@@ -9,8 +9,6 @@
 
 namespace dflash {
 
-// Hyper-parameters from <arch>.* metadata; vocab from token_embd's row count.
-ModelConfig gguf_model_config(const GgufFile& f);
 std::unique_ptr<DenseModel> load_dense_gguf(const std::string& path, LoadOptions& opt);
 
 

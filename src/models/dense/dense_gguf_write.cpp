@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "models/dense/arch_spec.h"
+#include "models/dense/dense_config.h"
 #include "models/dense/dense_tensors.h"
 #include "models/dense/dense_gguf_load.h"
 #include "models/gguf_tokenizer.h"
@@ -164,7 +165,7 @@ void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::st
 }
 
 void convert_to_gguf(const std::string& dir, const std::string& out, WType type) {
-  const ModelConfig c = ModelConfig::from_folder(dir);
+  const ModelConfig c = dense_config_from_folder(dir);
   const TensorStore store = TensorStore::open_folder(dir);
   WeightLoader L(store, dir);
   const std::string p = L.detect_prefix(dense_tensor(DenseRole::Embed).hf);

@@ -3,6 +3,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "models/dense/arch_spec.h"
+#include "models/dense/dense_config.h"
 #include "models/dense/dense_tensors.h"
 #include "models/dense/dense_gguf_load.h"
 #include "models/dense/dense_model.h"
@@ -20,7 +21,7 @@ struct DenseLoader {
   static std::unique_ptr<DenseModel> load(const std::string& dir, LoadOptions& opt) {
     auto m = std::make_unique<DenseModel>();
     m->backend_ = backend_of(opt);
-    m->cfg_ = ModelConfig::from_folder(dir);
+    m->cfg_ = dense_config_from_folder(dir);
     const ModelConfig& c = m->cfg_;
     auto store = std::make_shared<TensorStore>(TensorStore::open_folder(dir));
     m->storage_ = store;
