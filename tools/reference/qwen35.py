@@ -253,16 +253,18 @@ class GatedAttention(nn.Module):
         k = apply_partial_rope(k, pos, inv_freq, u.dtype)
         st["k"] = torch.cat([st["k"], k], dim=1)
         st["v"] = torch.cat([st["v"], v], dim=1)
-        K, V = st["k"], st["v"]  # [nKV, pos0+T, hd]
-        # 4. GQA: query head h reads KV head h // (nH/nKV); scale hd^-1/2; causal mask on
-        # absolute positions; softmax in (at least) fp32.
+        # 4. GQA: query head h reads KV head h // (nH/nKV); scale hd^-1/2; causal: the query
+        # at absolute position p attends to keys 0..p; softmax in (at least) fp32.
         rep = self.nh // self.nkv
-        K, V = K.repeat_interleave(rep, dim=0), V.repeat_interleave(rep, dim=0)
-        scores = (q @ K.transpose(-1, -2)) * (hd ** -0.5)  # [nH, T, pos0+T]
-        kpos = torch.arange(K.shape[1])
-        scores = scores.masked_fill(kpos[None, :] > pos[:, None], float("-inf"))
-        p = torch.softmax(scores.to(_compute_dtype(scores)), dim=-1).to(V.dtype)
-        o = (p @ V).transpose(0, 1).reshape(T, self.nh * hd)  # head-major
+        K = st["k"].repeat_interleave(rep, dim=0)  # [nH, pos0+T, hd]
+        V = st["v"].repeat_interleave(rep, dim=0)
+        rows = []
+        for t in range(T):
+            p = pos0 + t
+            scores = torch.einsum("hkd,hd->hk", K[:, :p + 1], q[:, t]) * (hd ** -0.5)
+            w = torch.softmax(scores.to(_compute_dtype(scores)), dim=-1).to(V.dtype)
+            rows.append(torch.einsum("hk,hkd->hd", w, V[:, :p + 1]))
+        o = torch.stack(rows).reshape(T, self.nh * hd)  # head-major
         # 5. output gate: o * sigmoid(gate), gate flattened in the same head-major order.
         o = o * torch.sigmoid(gate.reshape(T, self.nh * hd))
         return self.o_proj(o)
