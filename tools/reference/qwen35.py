@@ -514,3 +514,27 @@ def load_hf_folder(model_dir, dtype=torch.float32, state_dtype=None):
     model.load_hf_state_dict(read_model_tensors(model_dir))
     model.eval()
     return cfg, model
+
+
+def main(argv=None):
+    """Print greedy continuation / last-row logits of a checkpoint folder (for quick looks):
+      /usr/bin/python3 -m reference.qwen35 DIR --ids 1,2,3 --greedy 8   (from tools/)"""
+    import argparse
+    ap = argparse.ArgumentParser(description="Qwen3.5 hybrid reference forward")
+    ap.add_argument("model_dir")
+    ap.add_argument("--ids", required=True, help="comma-separated token ids")
+    ap.add_argument("--greedy", type=int, default=8)
+    ap.add_argument("--f64", action="store_true", help="float64 weights, activations and state")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    _, model = load_hf_folder(a.model_dir, torch.float64 if a.f64 else torch.float32)
+    ids = [int(t) for t in a.ids.split(",")]
+    last = model(torch.tensor(ids))[-1]
+    top = torch.topk(last, 5)
+    print(json.dumps({"top5_ids": top.indices.tolist(),
+                      "top5_logits": [round(v, 6) for v in top.values.tolist()],
+                      "greedy": model.greedy(ids, a.greedy)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -348,6 +348,27 @@ def check_loader_guards(tmp):
     check("loader rejects unknown tensors and MLX-prefixed (already +1) checkpoints", ok)
 
 
+def check_config_parsing(tmp):
+    """fmt §1.1/§1.2: layer_types from full_attention_interval when absent; old-style
+    top-level rope_theta / partial_rotary_factor; the multimodal form's top-level tie flag."""
+    import json
+    with open(os.path.join(tmp, "A-multimodal", "config.json")) as f:
+        d = json.load(f)
+    text = dict(d["text_config"])
+    del text["layer_types"]
+    rp = text.pop("rope_parameters")
+    text.update(rope_theta=12345.0, partial_rotary_factor=0.5, full_attention_interval=3)
+    cfg = qwen35.Qwen35Config.from_hf({"architectures": ["Qwen3_5ForCausalLM"], **text})
+    ok = cfg.layer_types == ["full_attention" if (i + 1) % 3 == 0 else "linear_attention"
+                             for i in range(8)]
+    ok &= cfg.rope_theta == 12345.0 and cfg.rotary_dim == 16 and cfg.form == "causal-lm"
+    cfg2 = qwen35.Qwen35Config.from_hf(d)
+    ok &= cfg2.form == "multimodal" and cfg2.rope_theta == rp["rope_theta"] and cfg2.rotary_dim == 8
+    d3 = {**d, "tie_word_embeddings": True}
+    ok &= qwen35.Qwen35Config.from_hf(d3).tie_word_embeddings and not cfg2.tie_word_embeddings
+    check("config: interval fallback, top-level rope keys, multimodal top-level tie flag", ok)
+
+
 def main():
     t0 = time.time()
     torch.set_num_threads(1)
@@ -376,6 +397,7 @@ def main():
         check_recurrence_core()
         check_zero_norms(tmp)
         check_loader_guards(tmp)
+        check_config_parsing(tmp)
     n_fail = results.count(False)
     print(f"{results.count(True)} passed, {n_fail} failed ({time.time() - t0:.1f} s)")
     return 1 if n_fail else 0
