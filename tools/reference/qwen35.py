@@ -21,7 +21,6 @@ two HF forms: multimodal `model.language_model.` and text-only `model.` (fmt §2
 import copy
 import dataclasses
 import json
-import math
 import os
 from typing import List, Optional
 
