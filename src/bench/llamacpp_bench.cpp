@@ -132,7 +132,7 @@ Round measure_round(const std::string& root, const std::string& label, const std
   {
     std::fprintf(stderr, "[%s] dflash: loading %s\n", label.c_str(), gguf.c_str());
     reset_peak_rss();
-    auto m = DenseModel::load(gguf, lo);
+    auto m = TargetModel::load(gguf, lo);
     m->set_cache_type(WType::F16);  // llama.cpp's default KV cache type: both engines read the same bytes
     const WType wt = m->weight_type();
     rd.quant = wtype_name(wt);

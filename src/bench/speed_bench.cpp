@@ -44,7 +44,7 @@ void run_speed_bench(const SpeedBenchOptions& o) {
       lo.backend = backend;
       const double bw_now = remeasure_read_bandwidth(pool, bw);
       reset_peak_rss();
-      auto m = DenseModel::load(o.model, lo);
+      auto m = TargetModel::load(o.model, lo);
       rows.push_back(bench_one(o.model, *m, o.prompt_tokens, o.gen_tokens, pool, bw_now, r8));
       continue;
     }
