@@ -5,7 +5,7 @@
       --linear-value-heads 6 --linear-key-dim 16 --linear-value-dim 16 --heads 4 --kv-heads 2 \
       --head-dim 32 --ffn 128 --vocab 384 --no-tie --form multimodal --dtype bf16 --seed 1
 
-Writes config.json (the published key set, /work/shared/qwen35-format.md §1: multimodal form
+Writes config.json (the published key set, ../shared/qwen35-format.md §1: multimodal form
 with text_config + vision_config, or the flat Qwen3_5ForCausalLM form), generation_config.json,
 model.safetensors (or shards + index) with the published per-tensor dtypes (§2.6: A_log F32,
 the rest --dtype), and the tokenizer of tests/data/random_pair/target when the vocab holds its

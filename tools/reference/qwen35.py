@@ -1,7 +1,7 @@
 """Plain PyTorch reference of the Qwen3.5 / Qwen3.6 hybrid text stack (`qwen3_5` /
 `qwen3_5_text`): Gated DeltaNet ("linear_attention") layers and gated full-attention layers.
 
-Follows /work/shared/qwen35-format.md (cited below as "fmt §x.y"); written from that
+Follows ../shared/qwen35-format.md (cited below as "fmt §x.y"); written from that
 document's formulas, not from any implementation. It is an oracle: readable, float64 or
 float32, and the Gated DeltaNet recurrence always runs sequentially, one position at a time
 (fmt §3.4 "For bitwise prefill/verify/decode equality, use the sequential recurrence").
