@@ -88,6 +88,18 @@ def init_weights(model, seed, bigram=BIGRAM):
             p.copy_(randn(*p.shape) * (resid / math.sqrt(p.shape[1])))
         elif name != "embed_tokens.weight":
             p.copy_(randn(*p.shape) / math.sqrt(p.shape[1]))
+    plant_bigram(model, g, randn, bigram, model.layers[0].self_attn.o_proj)
+
+
+@torch.no_grad()
+def plant_bigram(model, g, randn, bigram, mixer_out):
+    """The planted bigram of init_weights (its docstring says why), for any model with
+    embed_tokens, lm_head, layers[0].mlp and a config: a random permutation pi drawn from g;
+    untied, row pi(t) of lm_head gains a component along E_t; tied, layer 0's MLP becomes a
+    key-value memory from E_t to E_pi(t), and layer 0's mixer output `mixer_out` is scaled
+    down so E_t stays readable by that MLP. make_qwen35.py uses it too."""
+    cfg = model.cfg
+    H, V, L = cfg.hidden_size, cfg.vocab_size, cfg.num_hidden_layers
     perm = torch.randperm(V, generator=g)
     E = model.embed_tokens.weight
     if not cfg.tie_word_embeddings:
@@ -100,9 +112,8 @@ def init_weights(model, seed, bigram=BIGRAM):
         return
     e = EMB_TIED
     E.copy_(randn(V, H) * e)
-    l0 = model.layers[0]
-    l0.self_attn.o_proj.weight.mul_(0.3 * e * math.sqrt(2 * L))  # keep E_t readable by MLP
-    mlp = l0.mlp
+    mixer_out.weight.mul_(0.3 * e * math.sqrt(2 * L))  # keep E_t readable by MLP
+    mlp = model.layers[0].mlp
     n_mem = min(cfg.intermediate_size, V)
     keys = torch.randperm(V, generator=g)[:n_mem]
     unit = E[keys] / E[keys].norm(dim=1, keepdim=True)

@@ -23,15 +23,14 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference.qwen35 import FORMS, Qwen35Config, Qwen35Model  # noqa: E402
 from reference.safetensors_io import write_model_tensors, st_dtype, DTYPES  # noqa: E402
+from make_model import plant_bigram  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKENIZER_DIR = os.path.join(REPO, "tests", "data", "random_pair", "target")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 TOKENIZER_VOCAB = 384  # ids 0..380 BPE, 381 <|endoftext|>, 382 <|im_start|>, 383 <|im_end|>
-# Planted-bigram strength and tied embedding std: the same calibration as make_model.py.
+# Planted-bigram strength: the same calibration as make_model.py (whose plant_bigram is used).
 BIGRAM = 3.0
-EMB_TIED = 0.05
-TIED_WRITE = 0.8
 TORCH_DTYPE_NAMES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
 
@@ -141,29 +140,9 @@ def init_weights(model, seed, zero_norms=False, bigram=BIGRAM):
             p.copy_(randn(*p.shape) * (resid / math.sqrt(p.shape[1])))
         elif name != "embed_tokens.weight":
             p.copy_(randn(*p.shape) / math.sqrt(p.shape[1]))
-    perm = torch.randperm(V, generator=g)
-    E = model.embed_tokens.weight
-    if not cfg.tie_word_embeddings:
-        E.copy_(randn(V, H))
-        W = model.lm_head.weight
-        W.mul_(2.0)
-        unit = E / E.norm(dim=1, keepdim=True)
-        W[perm] += unit * (bigram * 2.0 / (0.5 * math.sqrt(H)))
-        return
-    e = EMB_TIED
-    E.copy_(randn(V, H) * e)
     l0 = model.layers[0]
     mixer_out = l0.self_attn.o_proj if l0.kind == "full_attention" else l0.linear_attn.out_proj
-    mixer_out.weight.mul_(0.3 * e * math.sqrt(2 * L))  # keep E_t readable by the MLP
-    mlp = l0.mlp
-    n_mem = min(cfg.intermediate_size, V)
-    keys = torch.randperm(V, generator=g)[:n_mem]
-    unit = E[keys] / E[keys].norm(dim=1, keepdim=True)
-    kappa = 4.0 / math.sqrt(H)
-    mlp.gate_proj.weight[:n_mem] = unit * kappa
-    mlp.up_proj.weight[:n_mem] = unit * kappa
-    tgt = E[perm[keys]] / E[perm[keys]].norm(dim=1, keepdim=True)
-    mlp.down_proj.weight[:, :n_mem] = tgt.T * (bigram * TIED_WRITE / 15.7)
+    plant_bigram(model, g, randn, bigram, mixer_out)
 
 
 @torch.no_grad()
