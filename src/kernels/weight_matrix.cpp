@@ -175,29 +175,33 @@ void quantize_row(const float* s, int64_t cols, WType type, uint8_t* d) {
   }
 }
 
-WeightMatrix make_weight_matrix(const float* src, int64_t rows, int64_t cols, WType type) {
-  if (cols % block_elems(type) != 0)
-    throw Error("cannot quantize a matrix with " + std::to_string(cols) + " columns to " + wtype_name(type) +
-                ": columns must be a multiple of " + std::to_string(block_elems(type)));
+WeightMatrix alloc_weight_matrix(WType type, int64_t rows, int64_t cols, uint8_t** bytes) {
   WeightMatrix w;
   w.type = type;
   w.rows = rows;
   w.cols = cols;
-  const size_t rb = row_bytes(type, cols);
-  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
-  for (int64_t r = 0; r < rows; ++r) quantize_row(src + r * cols, cols, type, buf.get() + size_t(r) * rb);
+  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[row_bytes(type, cols) * size_t(rows) + 64]);
+  *bytes = buf.get();
   w.data = buf.get();
   w.owner = buf;
   return w;
 }
 
-WeightMatrix random_weight_matrix(uint64_t& state, int64_t rows, int64_t cols, WType type) {
-  WeightMatrix w;
-  w.type = type;
-  w.rows = rows;
-  w.cols = cols;
+WeightMatrix make_weight_matrix(const float* src, int64_t rows, int64_t cols, WType type) {
+  if (cols % block_elems(type) != 0)
+    throw Error("cannot quantize a matrix with " + std::to_string(cols) + " columns to " + wtype_name(type) +
+                ": columns must be a multiple of " + std::to_string(block_elems(type)));
+  uint8_t* buf = nullptr;
+  WeightMatrix w = alloc_weight_matrix(type, rows, cols, &buf);
   const size_t rb = row_bytes(type, cols);
-  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(src + r * cols, cols, type, buf + size_t(r) * rb);
+  return w;
+}
+
+WeightMatrix random_weight_matrix(uint64_t& state, int64_t rows, int64_t cols, WType type) {
+  uint8_t* buf = nullptr;
+  WeightMatrix w = alloc_weight_matrix(type, rows, cols, &buf);
+  const size_t rb = row_bytes(type, cols);
   std::vector<float> tmp(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : tmp) {
@@ -206,10 +210,8 @@ WeightMatrix random_weight_matrix(uint64_t& state, int64_t rows, int64_t cols, W
       state ^= state << 17;
       v = float(int64_t(state >> 40) - (int64_t(1) << 23)) * (0.035f / float(1 << 23));
     }
-    quantize_row(tmp.data(), cols, type, buf.get() + size_t(r) * rb);
+    quantize_row(tmp.data(), cols, type, buf + size_t(r) * rb);
   }
-  w.data = buf.get();
-  w.owner = buf;
   return w;
 }
 

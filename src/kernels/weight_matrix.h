@@ -118,6 +118,9 @@ uint16_t quant_scale(const WeightMatrix& w, int64_t r, int64_t b);
 
 // Encodes one fp32 row of `cols` values into row_bytes(type, cols) bytes at dst.
 void quantize_row(const float* src, int64_t cols, WType type, uint8_t* dst);
+// An owned, row-major matrix whose rows * row_bytes(type, cols) bytes the caller fills through
+// *bytes (64 bytes of slack past the end, which the kernels' wide loads may touch).
+WeightMatrix alloc_weight_matrix(WType type, int64_t rows, int64_t cols, uint8_t** bytes);
 // Converts fp32 rows to a storage format (quantizing for Q8_0/Q4_0/Q4_K/Q6_K) into an owned
 // matrix; cols must be a multiple of block_elems(type).
 WeightMatrix make_weight_matrix(const float* src, int64_t rows, int64_t cols, WType type);

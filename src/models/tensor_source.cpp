@@ -1,6 +1,6 @@
 #include "models/tensor_source.h"
 
-#include <memory>
+#include <vector>
 
 #include "util/error.h"
 
@@ -14,16 +14,11 @@ WeightMatrix encode_rows(const std::string& file, const std::string& name, int64
   if (cols % block_elems(type) != 0)
     throw file_error(file, "tensor '" + name + "' has " + std::to_string(cols) + " columns, not a multiple of " +
                                std::to_string(block_elems(type)) + ": cannot store it as " + wtype_name(type));
-  WeightMatrix w;
-  w.type = type;
-  w.rows = rows;
-  w.cols = cols;
+  uint8_t* buf = nullptr;
+  WeightMatrix w = alloc_weight_matrix(type, rows, cols, &buf);
   const size_t rb = row_bytes(type, cols);
-  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[rb * size_t(rows) + 64]);
   std::vector<float> scratch(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) encode_row(r, buf.get() + size_t(r) * rb, scratch.data());
-  w.data = buf.get();
-  w.owner = buf;
+  for (int64_t r = 0; r < rows; ++r) encode_row(r, buf + size_t(r) * rb, scratch.data());
   return w;
 }
 
