@@ -62,7 +62,7 @@ class Backend {
   virtual bool all_finite(const float* x, size_t n) const = 0;
   virtual void causal_block_conv(const BlockConvArgs& a) const = 0;
   virtual void edge_scores(const EdgeScoreArgs& a) const = 0;
-  virtual void top_k(const float* x, int n, int k, int32_t* out) const = 0;
+  virtual void top_k(const float* x, int rows, int n, int k, int32_t* out) const = 0;
 };
 
 // A model's activation buffer: taken from the backend at the first call and grown only when a

@@ -55,7 +55,8 @@ struct EdgeScoreArgs {
 };
 void edge_scores(const EdgeScoreArgs& a);
 
-// The k ids of the largest x[0..n), by descending value, ascending id on equal values.
-void top_k_ids(const float* x, int n, int k, int32_t* out);
+// For each of `rows` rows of n values, the k ids of its largest values, by descending value,
+// ascending id on equal values: out[r * k + j].
+void top_k_ids(const float* x, int rows, int n, int k, int32_t* out);
 
 }  // namespace dflash

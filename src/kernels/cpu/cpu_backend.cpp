@@ -70,7 +70,9 @@ class CpuBackend final : public Backend {
   bool all_finite(const float* x, size_t n) const override { return all_finite_rows(x, n); }
   void causal_block_conv(const BlockConvArgs& a) const override { dflash::causal_block_conv(a); }
   void edge_scores(const EdgeScoreArgs& a) const override { dflash::edge_scores(a); }
-  void top_k(const float* x, int n, int k, int32_t* out) const override { top_k_ids(x, n, k, out); }
+  void top_k(const float* x, int rows, int n, int k, int32_t* out) const override {
+    top_k_ids(x, rows, n, k, out);
+  }
 
  private:
   std::unique_ptr<ThreadPool> pool_;

@@ -78,12 +78,15 @@ void edge_scores(const EdgeScoreArgs& a) {
   }
 }
 
-void top_k_ids(const float* x, int n, int k, int32_t* out) {
-  std::vector<int32_t> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [&](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
-  std::copy(idx.begin(), idx.begin() + k, out);
+void top_k_ids(const float* x, int rows, int n, int k, int32_t* out) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));  // one id list for all rows (a vocabulary each)
+  for (int r = 0; r < rows; ++r) {
+    const float* l = x + size_t(r) * size_t(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    std::copy(idx.begin(), idx.begin() + k, out + size_t(r) * size_t(k));
+  }
 }
 
 }  // namespace dflash

@@ -81,7 +81,7 @@ void DFlash2Draft::select(int32_t anchor, const float* normed, const float* logi
   const int V = cfg_.vocab, R = cfg2_.selector_rank, k = cfg2_.selector_top_k;
   // Candidates: descending logit, ascending id on equal logits.
   int32_t* cand = bufs_.cand.ints(be, size_t(rows) * k);
-  for (int t = 0; t < rows; ++t) be.top_k(logits + size_t(t) * V, V, k, cand + size_t(t) * k);
+  be.top_k(logits, rows, V, k, cand);
   float* hp = bufs_.hp.floats(be, size_t(rows) * R);
   be.matmul(normed, rows, hidden_projection_, hp);
   // Edge scores of every position at once: row t's predecessor is the anchor (t = 0) or one

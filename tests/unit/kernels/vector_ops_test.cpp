@@ -109,10 +109,11 @@ TEST(VectorOps, EdgeScoresAreTheScaledDotProducts) {
 }
 
 TEST(VectorOps, TopKOrdersByValueThenById) {
-  const std::vector<float> x = {0.5f, 2.0f, -1.0f, 2.0f, 0.5f, 3.0f};
-  std::vector<int32_t> k(4);
-  top_k_ids(x.data(), int(x.size()), 4, k.data());
-  EXPECT_EQ((std::vector<int32_t>{5, 1, 3, 0}), k);
+  const std::vector<float> x = {0.5f, 2.0f, -1.0f, 2.0f, 0.5f, 3.0f,   // row 0
+                                 1.0f, 1.0f, 1.0f, 9.0f, -2.0f, 1.0f};  // row 1
+  std::vector<int32_t> k(8);
+  top_k_ids(x.data(), 2, 6, 4, k.data());
+  EXPECT_EQ((std::vector<int32_t>{5, 1, 3, 0, 3, 0, 1, 2}), k);
 }
 
 TEST(CpuBackend, OpsAreTheKernelsAndPreparationIsLossless) {
