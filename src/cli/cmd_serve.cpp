@@ -59,10 +59,9 @@ void run_serve(ServeOpts& o) {
   if (o.model.empty() && o.srv.alias.empty()) o.srv.alias = "dflash-demo";
   if (o.srv.log_format != "text" && o.srv.log_format != "json") throw Error("--log-format must be text or json");
   // Mistakes a user can see without loading anything fail before the server listens.
-  const auto weights = parse_weights_option(o.srv.engine.weights);
-  parse_kv_type(o.cache.target);
-  parse_kv_type(o.cache.draft);
-  const CacheTypes cache = o.cache;
+  PairOptions po;
+  po.weights = parse_weights_option(o.srv.engine.weights);
+  apply_cache_types(o.cache, po);
   if (!has_gguf_suffix(dir) && !file_exists(dir + "/config.json")) throw file_error(dir, "no config.json: not a Hugging Face model folder");
   if (!draft.empty() && !has_gguf_suffix(draft) && !file_exists(draft + "/config.json"))
     throw file_error(draft, "no config.json: not a DFlash draft folder");
@@ -72,13 +71,10 @@ void run_serve(ServeOpts& o) {
   s.engine.draft_dir = draft;
   s.engine.adaptive = !o.no_adaptive;
   s.defaults = sampling_defaults(dir);
-  PairOptions po;
   po.model = dir;
   po.draft = draft;
-  po.weights = weights;
   po.threads = s.engine.threads;
   po.need_tokenizer = true;
-  apply_cache_types(cache, po);
   s.load = [po] { return load_pair(po); };
   const int rc = server::run_server(s);
   if (rc != 0) throw Error("the server stopped because the model could not be loaded");

@@ -56,7 +56,6 @@ class TargetModel {
 
   virtual const ModelConfig& config() const = 0;
   virtual const Backend& backend() const = 0;
-  virtual std::shared_ptr<Backend> shared_backend() const = 0;
 
   // A new sequence of up to `capacity` positions, in the KV cache format set_cache_type chose.
   virtual std::unique_ptr<SequenceState> new_state(int capacity) const = 0;

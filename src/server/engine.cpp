@@ -38,8 +38,8 @@ void add_stats(SpecStats& sum, const SpecStats& s) {
 }  // namespace
 
 Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
-    : opt_(opt), tok_(std::move(loaded.tokenizer)), backend_(std::move(loaded.backend)),
-      model_(std::move(loaded.target)), draft_(std::move(loaded.draft)), stop_ids_(std::move(loaded.stop_ids)) {
+    : opt_(opt), tok_(std::move(loaded.tokenizer)), model_(std::move(loaded.target)), draft_(std::move(loaded.draft)),
+      stop_ids_(std::move(loaded.stop_ids)) {
   if (!tok_) throw file_error(opt.model_dir, "missing tokenizer.json (the server needs the model's tokenizer)");
   const ModelConfig& cfg = model_->config();
   ctx_size_ = opt.ctx_size > 0 ? opt.ctx_size : std::min(cfg.max_position > 0 ? cfg.max_position : 4096, 8192);

@@ -93,7 +93,6 @@ class Engine {
   EngineOptions opt_;
   std::unique_ptr<Tokenizer> tok_;
   std::unique_ptr<ChatTemplate> template_;
-  std::shared_ptr<Backend> backend_;
   std::unique_ptr<TargetModel> model_;
   std::unique_ptr<DFlashDraft> draft_;
   std::unique_ptr<Generator> gen_;

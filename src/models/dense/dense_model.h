@@ -25,7 +25,6 @@ class DenseModel final : public TargetModel {
 
   const ModelConfig& config() const override { return cfg_; }
   const Backend& backend() const override { return *backend_; }
-  std::shared_ptr<Backend> shared_backend() const override { return backend_; }
   std::unique_ptr<SequenceState> new_state(int capacity) const override;
   void set_cache_type(WType t) override;
   WType cache_type() const override { return cache_type_; }
