@@ -37,7 +37,7 @@ class KVCache final : public SequenceState {
 
   int capacity() const override { return capacity_; }
   int length() const override { return length_; }
-  int rollback_point(int n) const override { return n < 0 ? 0 : n; }
+  int rollback_point(int n) const override { return n < 0 ? 0 : n < length_ ? n : length_; }
   void rollback(int n) override { if (n < length_) length_ = n < 0 ? 0 : n; }
   size_t bytes() const override { return 2 * bytes_; }
   // The model that wrote rows up to n (positions are stored before the length moves).

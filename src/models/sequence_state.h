@@ -25,8 +25,9 @@ class SequenceState {
   virtual int length() const = 0;
   // The most positions this state can hold (the context size it was made with).
   virtual int capacity() const = 0;
-  // The greatest length <= n this state can roll back to: n for a KV cache; for a recurrent
-  // state, n when n is its length or one of its kept snapshots, else 0 (start over).
+  // The greatest length <= min(n, length()) this state can roll back to: that bound itself
+  // for a KV cache; for a recurrent state, the bound when it is its length or one of its
+  // kept snapshots, else 0 (start over).
   virtual int rollback_point(int n) const = 0;
   // Keeps positions [0, n) and drops the rest; n must be rollback_point(n). Lengths above
   // length() are ignored.
