@@ -13,10 +13,6 @@
 
 namespace dflash {
 
-void prepare_layer(const Backend& be, LayerWeights& w) {
-  for (WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down}) be.prepare_weight(*m);
-}
-
 struct DenseLoader {
   static std::unique_ptr<DenseModel> load(const std::string& dir, LoadOptions& opt) {
     auto m = std::make_unique<DenseModel>();
@@ -66,30 +62,6 @@ struct DenseLoader {
     return m;
   }
 };
-
-LayerWeights random_layer_weights(const Backend& be, uint64_t& state, int64_t hidden, int n_heads, int n_kv_heads, int head_dim,
-                                  int64_t ffn, WType type, bool qk_norm, bool bias) {
-  const int64_t H = hidden, qd = int64_t(n_heads) * head_dim, kvd = int64_t(n_kv_heads) * head_dim;
-  auto mat = [&](int64_t rows, int64_t cols) { return random_weight_matrix(state, rows, cols, type); };
-  LayerWeights w;
-  w.wq = mat(qd, H);
-  w.wk = mat(kvd, H);
-  w.wv = mat(kvd, H);
-  w.wo = mat(H, qd);
-  w.gate = mat(ffn, H);
-  w.up = mat(ffn, H);
-  w.down = mat(H, ffn);
-  w.attn_norm.assign(size_t(H), 1.0f);
-  w.ffn_norm.assign(size_t(H), 1.0f);
-  if (qk_norm) w.q_norm = w.k_norm = std::vector<float>(size_t(head_dim), 1.0f);
-  if (bias) {
-    w.bq.assign(size_t(qd), 0.0f);
-    w.bk.assign(size_t(kvd), 0.0f);
-    w.bv.assign(size_t(kvd), 0.0f);
-  }
-  prepare_layer(be, w);
-  return w;
-}
 
 std::unique_ptr<DenseModel> DenseModel::load(const std::string& dir, LoadOptions opt) {
   if (has_gguf_suffix(dir)) return load_dense_gguf(dir, opt);

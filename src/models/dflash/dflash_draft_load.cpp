@@ -125,8 +125,8 @@ std::unique_ptr<DFlashDraft> DFlashDraft::random(const DraftConfig& cfg, WType w
   d->hidden_norm_.assign(size_t(H), 1.0f);
   d->norm_.assign(size_t(H), 1.0f);
   for (int l = 0; l < c.n_layers; ++l)  // Qwen3 layers: q/k norms, no biases
-    d->layers_.push_back(random_layer_weights(target.backend(), state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn, weights,
-                                              true, false));
+    d->layers_.push_back(random_layer_weights(target.backend(), state, H, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn,
+                                              weights, true, false));
   d->finish_load(target);
   return d;
 }
