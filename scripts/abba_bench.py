@@ -9,7 +9,8 @@ machine that drifts (thermal, other load) penalizes both alike. Each run writes 
 (`*tok_s*`, higher is better) or a time (`*_ms*`, lower is better) is compared: the best of
 each binary's runs, and new / old as a speed ratio (> 1: the new binary is faster), so a
 time's ratio is old / new. Prints one line per metric and the geometric mean per kind.
-Exits 0; the numbers are for a reader (or a caller with --max-slowdown) to judge.
+Exits 0 (the numbers are for a reader to judge), or 1 with --max-slowdown F when a kind's
+geometric mean is slower than 1 - F.
 """
 import argparse
 import json
