@@ -1,5 +1,6 @@
 #pragma once
-// The shape and numerics of a decoder-only target model, read from a Hugging Face config.json.
+// The shape and numerics of a target model, whatever its family (each family reads it: models/dense/dense_config.h),
+// and the pieces of config.json reading that every family shares.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
