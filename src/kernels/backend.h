@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/gated_delta.h"
 #include "kernels/kernels.h"
 #include "kernels/vector_ops.h"
 #include "kernels/weight_matrix.h"
@@ -63,6 +64,14 @@ class Backend {
   virtual void causal_block_conv(const BlockConvArgs& a) const = 0;
   virtual void edge_scores(const EdgeScoreArgs& a) const = 0;
   virtual void top_k(const float* x, int rows, int n, int k, int32_t* out) const = 0;
+  // Gated attention and Gated DeltaNet (Qwen3.5 hybrids; kernels/gated_delta.h).
+  virtual void sigmoid_gate(float* x, const float* gate, size_t n) const = 0;  // x *= sigmoid(gate)
+  virtual void rope_neox_partial(float* x, int rows, int n_heads, int head_dim, int rot, const float* cos,
+                                 const float* sin) const = 0;
+  virtual void short_conv(const ShortConvArgs& a) const = 0;
+  virtual void roll_conv_state(const float* state, const float* in, int rows, int channels, int kernel,
+                               float* state_next) const = 0;
+  virtual void gated_delta_net(const GatedDeltaArgs& a) const = 0;
 };
 
 // A model's activation buffer: taken from the backend at the first call and grown only when a

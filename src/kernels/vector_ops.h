@@ -28,6 +28,14 @@ bool all_finite_rows(const float* x, size_t n);
 // cos[i][j] = cos(float(pos[i]) * float(inv_freq[j])) * mscale, sin likewise; [n][half].
 void rope_table_rows(const double* inv_freq, int half, const int* pos, int n, float mscale, float* cos, float* sin);
 
+// x[i] = x[i] * (1 / (1 + exp(-gate[i]))): the sigmoid output gate of gated attention.
+void sigmoid_gate_rows(float* x, const float* gate, size_t n);
+// NeoX rotate-half RoPE on the first `rot` dims of each head (pairs i, i + rot/2), the rest
+// unchanged: x[rows][n_heads][head_dim], cos/sin [rows][rot/2]. For each pair:
+//   a' = a*cos - b*sin, b' = b*cos + a*sin (products rounded, then the sum).
+void rope_neox_partial_rows(float* x, int rows, int n_heads, int head_dim, int rot, const float* cos,
+                            const float* sin);
+
 // DFlash2's short causal convolution over a block of `rows` rows (shared/dflash-format.md):
 // out[t][c] = sum over tap = 0, 1, ... < taps with tap <= t, in that order, from +0, of
 //   (base[tap * dim + c] + dyn[t * dyn_stride + tap * (dim / group) + c / group]) * in[t - tap][c].

@@ -73,6 +73,17 @@ class CpuBackend final : public Backend {
   void top_k(const float* x, int rows, int n, int k, int32_t* out) const override {
     top_k_ids(x, rows, n, k, out);
   }
+  void sigmoid_gate(float* x, const float* gate, size_t n) const override { sigmoid_gate_rows(x, gate, n); }
+  void rope_neox_partial(float* x, int rows, int n_heads, int head_dim, int rot, const float* cos,
+                         const float* sin) const override {
+    rope_neox_partial_rows(x, rows, n_heads, head_dim, rot, cos, sin);
+  }
+  void short_conv(const ShortConvArgs& a) const override { causal_conv_silu(a); }
+  void roll_conv_state(const float* state, const float* in, int rows, int channels, int kernel,
+                       float* state_next) const override {
+    dflash::roll_conv_state(state, in, rows, channels, kernel, state_next);
+  }
+  void gated_delta_net(const GatedDeltaArgs& a) const override { dflash::gated_delta_net(a, pool_.get()); }
 
  private:
   std::unique_ptr<ThreadPool> pool_;

@@ -33,6 +33,27 @@ void softcap_rows(float* x, size_t n, float cap) {
   for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
+void sigmoid_gate_rows(float* x, const float* gate, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] * (1.0f / (1.0f + std::exp(-gate[i])));
+}
+
+void rope_neox_partial_rows(float* x, int rows, int n_heads, int head_dim, int rot, const float* cos,
+                            const float* sin) {
+  const int half = rot / 2;
+  for (int r = 0; r < rows; ++r) {
+    const float* c = cos + size_t(r) * size_t(half);
+    const float* s = sin + size_t(r) * size_t(half);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (size_t(r) * size_t(n_heads) + size_t(h)) * size_t(head_dim);
+      for (int i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
 bool all_finite_rows(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) return false;

@@ -1,0 +1,70 @@
+#pragma once
+// The per-row pieces of the Gated DeltaNet recurrence that the fast and the reference kernel
+// share (kernels/gated_delta.h has the definitions): q/k normalisation, the gates, the gated
+// RMSNorm readout, and the loop over rows of one value head. Scalar loops: they touch dk or dv
+// values per row and head, next to the dk*dv of the state update. Only the state update (the
+// `Update` callable) differs between the twins.
+#include <cmath>
+
+#include "kernels/gated_delta.h"
+
+namespace dflash::gdn {
+
+// Largest head dim the kernels take (their scratch lives on the stack); loaders check it.
+constexpr int kMaxHeadDim = 512;
+
+inline float sum_squares(const float* x, int n) {
+  float s = 0.0f;
+  for (int i = 0; i < n; ++i) s = s + x[i] * x[i];
+  return s;
+}
+
+// y = x * (1 / sqrt(sum x^2 + 1e-6)) * extra
+inline void l2_normalize(const float* x, int n, float extra, float* y) {
+  const float inv = 1.0f / std::sqrt(sum_squares(x, n) + 1e-6f);
+  for (int i = 0; i < n; ++i) y[i] = x[i] * inv * extra;
+}
+
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// y[c] = (w[c] * (o[c] * r)) * silu(z[c]), r = 1 / sqrt(sum o^2 / n + eps)
+inline void gated_rmsnorm(const float* o, const float* z, const float* w, int n, float eps, float* y) {
+  const float r = 1.0f / std::sqrt(sum_squares(o, n) / float(n) + eps);
+  for (int c = 0; c < n; ++c) y[c] = (w[c] * (o[c] * r)) * silu(z[c]);
+}
+
+// Runs value head h over all rows of `a`. update(s_in, s_out, q^, k^, v, alpha, beta, o)
+// applies one row to the head's [dk][dv] state (s_in may equal s_out) and, when o is not
+// null, writes the readout o[dv].
+template <class Update>
+void run_value_head(const GatedDeltaArgs& a, int h, Update&& update) {
+  const int C = 2 * a.nk * a.dk + a.nv * a.dv;
+  const int kh = h / (a.nv / a.nk);
+  const size_t head_state = size_t(a.dk) * size_t(a.dv);
+  const float* s_in = a.state_in + size_t(h) * head_state;
+  float* s_out = a.state_out + size_t(h) * head_state;
+  const float q_scale = 1.0f / std::sqrt(float(a.dk));
+  const float neg_a = a.neg_a[h], dt = a.dt_bias[h];
+  float qh[kMaxHeadDim], kn[kMaxHeadDim], o[kMaxHeadDim];
+  for (int t = 0; t < a.rows; ++t) {
+    const float* row = a.qkv + size_t(t) * size_t(C);
+    const float* v = row + 2 * a.nk * a.dk + size_t(h) * a.dv;
+    l2_normalize(row + size_t(kh) * a.dk, a.dk, q_scale, qh);
+    l2_normalize(row + size_t(a.nk + kh) * a.dk, a.dk, 1.0f, kn);
+    const size_t gi = size_t(t) * size_t(a.nv) + size_t(h);
+    const float beta = sigmoid(a.b[gi]);
+    const float alpha = std::exp(neg_a * softplus(a.a[gi] + dt));
+    update(t == 0 ? s_in : s_out, s_out, qh, kn, v, alpha, beta, a.out ? o : nullptr);
+    if (a.out) {
+      const size_t off = size_t(t) * size_t(a.nv) * a.dv + size_t(h) * a.dv;
+      gated_rmsnorm(o, a.z + off, a.norm, a.dv, a.eps, a.out + off);
+    }
+  }
+  // No rows: the state still moves to state_out.
+  if (a.rows == 0 && s_out != s_in)
+    for (size_t i = 0; i < head_state; ++i) s_out[i] = s_in[i];
+}
+
+}  // namespace dflash::gdn
