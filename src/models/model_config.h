@@ -37,6 +37,13 @@ struct ModelConfig {
   bool qkv_bias = false;  // biases on the q/k/v projections (Qwen2; config attention_bias)
   std::vector<int> eos_ids;
   int bos_id = -1;
+  // Qwen3.5 hybrids (models/qwen35): RoPE rotates the first rope_dims dims of a head (0: all),
+  // and the linear-attention (Gated DeltaNet) layers have this shape.
+  int rope_dims = 0;
+  struct LinearAttention {
+    int key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0, conv_kernel = 0;
+    int channels() const { return 2 * key_heads * key_dim + value_heads * value_dim; }  // q|k|v
+  } linear;
   // Filled by a family's config reader (models/dense/dense_config.h).
 };
 

@@ -1,15 +1,22 @@
 // Which family a checkpoint belongs to. It sits above the family folders (it names each of
 // them), so that the target model interface itself depends on none.
+#include "formats/gguf.h"
+#include "formats/json_file.h"
 #include "models/dense/dense_model.h"
+#include "models/qwen35/qwen35_config.h"
+#include "models/qwen35/qwen35_model.h"
 #include "models/target_model.h"
+#include "util/mapped_file.h"
 
 namespace dflash {
 
-// One family so far: the dense decoders (Qwen3, Qwen2, Llama), whose loader reads both Hugging
-// Face folders and GGUF files and names the supported architectures when a checkpoint is none
-// of them. A new family adds its check here (by config.json's architectures / GGUF's
-// general.architecture) before the dense fallback.
+// The Qwen3.5 hybrids by config.json (architectures / model_type) or GGUF
+// general.architecture "qwen35"; everything else goes to the dense decoders, whose loader
+// reads both formats and names the supported architectures when a checkpoint is none of them.
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& path, LoadOptions opt) {
+  if (!has_gguf_suffix(path) && file_exists(path + "/config.json") &&
+      is_qwen35_config(read_json_file(path + "/config.json")))
+    return Qwen35Model::load(path, std::move(opt));
   return DenseModel::load(path, std::move(opt));
 }
 

@@ -11,6 +11,8 @@ bool present(const TensorInfo& t, const TensorConditions& c) {
     case When::WithBias: return c.bias;
     case When::Untied: return !c.tied;
     case When::IfStored: return true;
+    case When::AttentionLayer: return !c.linear_layer;
+    case When::LinearLayer: return c.linear_layer;
   }
   return true;
 }

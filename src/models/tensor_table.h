@@ -31,6 +31,12 @@ enum class Dim : uint8_t {
   ConvKernel,
   ConvRows,      // a DFlash2 kernel projection's rows: sides * kernel * groups
   SelectorRank,
+  One,           // a size-1 axis (a depthwise convolution's input channels)
+  QGateDim,      // gated attention's q_proj rows: query and gate, 2 * n_heads * head_dim
+  LinChannels,   // Gated DeltaNet q|k|v channels: 2 * key_heads * key_dim + value_heads * value_dim
+  LinValueDim,   // value_heads * value_dim
+  LinValueHeads,
+  LinHeadDim,    // value_dim: the gated norm's width
   Count
 };
 
@@ -66,6 +72,8 @@ enum class When : uint8_t {
   WithBias,    // q/k/v projections with biases (Qwen2, attention_bias)
   Untied,      // a head of its own (tie_word_embeddings false)
   IfStored,    // optional: read when the checkpoint has it
+  AttentionLayer,  // per-layer rows of a hybrid's full-attention layers only
+  LinearLayer,     // per-layer rows of a hybrid's linear-attention layers only
 };
 
 // How a tensor is handled beyond reading it by name and shape.
@@ -130,6 +138,7 @@ void for_each_tensor(const TensorTable<Role>& table, int n_layers, Fn&& fn) {
 // What decides the When of a tensor for one model.
 struct TensorConditions {
   bool qk_norm = false, bias = false, tied = false;
+  bool linear_layer = false;  // a hybrid's layer being read is linear attention
 };
 // Whether the tensor is there for a model with these conditions (IfStored: ask the checkpoint).
 bool present(const TensorInfo& t, const TensorConditions& c);

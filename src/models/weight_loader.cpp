@@ -81,4 +81,13 @@ std::vector<float> WeightLoader::vector(const std::string& name, int64_t n) cons
   return v;
 }
 
+std::vector<float> WeightLoader::values(const std::string& name, const std::vector<int64_t>& shape) const {
+  const TensorView& t = get(name, shape);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  decode_row(t, 0, n, v.data());
+  return v;
+}
+
 }  // namespace dflash

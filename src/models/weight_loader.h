@@ -28,6 +28,8 @@ class WeightLoader final : public TensorSource {
                       int64_t qk_head_dim = 0) const override;
   WeightMatrix matrix(const TensorView& t, std::optional<WType> type) const;
   std::vector<float> vector(const std::string& name, int64_t n) const override;
+  // Any tensor of exactly `shape`, as fp32 values in stored order.
+  std::vector<float> values(const std::string& name, const std::vector<int64_t>& shape) const;
 
  private:
   const TensorStore& store_;

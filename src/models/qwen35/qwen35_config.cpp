@@ -1,0 +1,128 @@
+#include "models/qwen35/qwen35_config.h"
+
+#include <cmath>
+
+#include "formats/json_file.h"
+#include "kernels/gated_delta_rows.h"
+#include "util/error.h"
+#include "util/mapped_file.h"
+
+namespace dflash {
+
+namespace {
+
+std::string first_architecture(const nlohmann::json& root) {
+  if (root.contains("architectures") && root["architectures"].is_array() && !root["architectures"].empty() &&
+      root["architectures"][0].is_string())
+    return root["architectures"][0].get<std::string>();
+  return "";
+}
+
+std::string model_type(const nlohmann::json& j) {
+  return j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+}
+
+int optional_int(const nlohmann::json& j, const char* key, int dflt, const std::string& origin) {
+  if (!j.contains(key) || j[key].is_null()) return dflt;
+  return config_int(j, key, origin);
+}
+
+}  // namespace
+
+bool is_qwen35_config(const nlohmann::json& root) {
+  if (!root.is_object()) return false;
+  const std::string a = first_architecture(root);
+  if (a == "Qwen3_5ForConditionalGeneration" || a == "Qwen3_5ForCausalLM") return true;
+  const std::string t = model_type(root);
+  return t == "qwen3_5" || t == "qwen3_5_text";
+}
+
+ModelConfig qwen35_config_from_json(const nlohmann::json& root, const std::string& origin) {
+  if (!root.is_object()) throw file_error(origin, "config must be a JSON object");
+  ModelConfig c;
+  c.architecture = first_architecture(root);
+  if (c.architecture.empty()) c.architecture = model_type(root) == "qwen3_5" ? "Qwen3_5ForConditionalGeneration"
+                                                                              : "Qwen3_5ForCausalLM";
+  // The multimodal form keeps the language model's keys in text_config (§1.1).
+  const bool nested = root.contains("text_config") && root["text_config"].is_object();
+  const nlohmann::json& j = nested ? root["text_config"] : root;
+  c.hidden = config_int(j, "hidden_size", origin);
+  c.n_layers = config_int(j, "num_hidden_layers", origin);
+  c.n_heads = config_int(j, "num_attention_heads", origin);
+  c.n_kv_heads = optional_int(j, "num_key_value_heads", c.n_heads, origin);
+  c.head_dim = optional_int(j, "head_dim", 256, origin);
+  c.ffn = config_int(j, "intermediate_size", origin);
+  c.vocab = config_int(j, "vocab_size", origin);
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw file_error(origin, "num_attention_heads must be a multiple of num_key_value_heads");
+  c.rms_eps = config_num(j, "rms_norm_eps", 1e-6);
+  c.max_position = optional_int(j, "max_position_embeddings", 262144, origin);
+  c.tie_embeddings = root.value("tie_word_embeddings", j.value("tie_word_embeddings", false));
+  if (j.value("attention_bias", false)) throw file_error(origin, "attention_bias true: Qwen3.5 layers have no biases");
+
+  // RoPE: rope_parameters (newer configs) or top-level keys (§1.2); text positions make the
+  // mRoPE sections plain NeoX RoPE on the first rope_dims dims (§3.3).
+  const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json& rp = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? j["rope_parameters"] : empty;
+  const std::string rope_type = rp.value("rope_type", j.contains("rope_scaling") && j["rope_scaling"].is_object()
+                                                           ? j["rope_scaling"].value("rope_type", std::string("default"))
+                                                           : std::string("default"));
+  if (rope_type != "default")
+    throw file_error(origin, "rope_type '" + rope_type + "' is not supported for Qwen3.5 (supported: default)");
+  c.rope_theta = config_num(rp, "rope_theta", config_num(j, "rope_theta", 1e7));
+  const double prf = config_num(rp, "partial_rotary_factor", config_num(j, "partial_rotary_factor", 0.25));
+  c.rope_dims = int(double(c.head_dim) * prf);
+  if (c.rope_dims < 2 || c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
+    throw file_error(origin, "partial_rotary_factor " + std::to_string(prf) + " gives " + std::to_string(c.rope_dims) +
+                                 " rotated dims of head_dim " + std::to_string(c.head_dim) + " (need an even count >= 2)");
+
+  auto& L = c.linear;
+  L.key_heads = config_int(j, "linear_num_key_heads", origin);
+  L.value_heads = config_int(j, "linear_num_value_heads", origin);
+  L.key_dim = config_int(j, "linear_key_head_dim", origin);
+  L.value_dim = config_int(j, "linear_value_head_dim", origin);
+  L.conv_kernel = optional_int(j, "linear_conv_kernel_dim", 4, origin);
+  if (L.value_heads % L.key_heads != 0)
+    throw file_error(origin, "linear_num_value_heads (" + std::to_string(L.value_heads) +
+                                 ") must be a multiple of linear_num_key_heads (" + std::to_string(L.key_heads) + ")");
+  for (int d : {L.key_dim, L.value_dim, c.head_dim})
+    if (d > gdn::kMaxHeadDim)
+      throw file_error(origin, "a head dim of " + std::to_string(d) + " is over the supported " +
+                                   std::to_string(gdn::kMaxHeadDim));
+
+  // layer_types when present, else full attention every full_attention_interval layers (§1.2).
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    c.layer_kinds = read_layer_kinds(j, c.n_layers, origin);
+  } else {
+    const int every = optional_int(j, "full_attention_interval", 4, origin);
+    for (int l = 0; l < c.n_layers; ++l)
+      c.layer_kinds.push_back((l + 1) % every == 0 ? LayerKind::Attention : LayerKind::LinearAttention);
+  }
+  if (j.contains("eos_token_id")) read_token_ids(j["eos_token_id"], c.eos_ids);
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_id = j["bos_token_id"].get<int>();
+  return c;
+}
+
+ModelConfig qwen35_config_from_folder(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  ModelConfig c = qwen35_config_from_json(read_json_file(path), path);
+  const std::string gen = dir + "/generation_config.json";
+  if (file_exists(gen)) {
+    auto g = read_json_file(gen);
+    if (g.contains("eos_token_id")) {
+      c.eos_ids.clear();
+      read_token_ids(g["eos_token_id"], c.eos_ids);
+    }
+  }
+  return c;
+}
+
+std::vector<double> qwen35_inv_freq(const ModelConfig& c) {
+  const int R = c.rope_dims > 0 ? c.rope_dims : c.head_dim;
+  std::vector<double> inv(size_t(R / 2));
+  for (int i = 0; i < R / 2; ++i)
+    inv[size_t(i)] = double(1.0f / std::pow(float(c.rope_theta), float(2 * i) / float(R)));
+  return inv;
+}
+
+}  // namespace dflash
