@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "models/dense/dense_model.h"
+#include "models/target_model.h"
 #include "decoding/speculative.h"
 #include "models/dflash/dflash2_draft.h"
 #include "tokenizer/tokenizer.h"
@@ -37,7 +37,7 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
     LoadOptions lo;
     lo.backend = make_cpu_backend(2);
     lo.weights = w;
-    auto target = DenseModel::load(target_dir, lo);
+    auto target = TargetModel::load(target_dir, lo);
     auto draft = DFlashDraft::load(draft_dir, lo, *target);  // auto-detects v2
     ASSERT_STREQ("dflash2", draft->kind());
     ASSERT_TRUE(draft->proposes_tokens());
@@ -97,6 +97,24 @@ TEST(LosslessGate2, DemoPair) {
 
 TEST(LosslessGate2, RandomPair) {
   const std::string t = kSrc + "/tests/data/random_pair/target", d = kSrc + "/tests/data/random_pair2/draft";
+  std::vector<std::vector<int32_t>> prompts;
+  for (int p = 0; p < 20; ++p) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 5 + 3 * p; ++i) ids.push_back(int32_t((p * 131 + i * 17 + 3) % 370));
+    prompts.push_back(ids);
+  }
+  GateResult r;
+  gate(t, d, prompts, 40, r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(20 * 4 * 4 * 2, r.runs);
+  // Every speculative step went through the selector (the gate tests its tokens, not argmax).
+  EXPECT_GT(r.blocks, r.runs);
+}
+
+// The same random draft on a random Qwen3.5 hybrid target (linear, linear, full attention
+// layers): the recurrent state is rolled back by replay after every partial acceptance.
+TEST(LosslessGate2, RandomHybridPair) {
+  const std::string t = kSrc + "/tests/data/random_hybrid/target", d = kSrc + "/tests/data/random_pair2/draft";
   std::vector<std::vector<int32_t>> prompts;
   for (int p = 0; p < 20; ++p) {
     std::vector<int32_t> ids;

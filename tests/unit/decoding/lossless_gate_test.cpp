@@ -1,11 +1,11 @@
 // The lossless gate: greedy output with DFlash speculation is token-for-token the output of
 // plain greedy decoding, for 20 prompts x block sizes 2, 4, 8, 16 x prefill chunk sizes
-// 1, 7, 64, 512 x weight formats bf16 and q4, on the shipped demo pair and on a random pair.
+// 1, 7, 64, 512 x weight formats bf16 and q4, on the shipped demo pair, on a random pair and on a random Qwen3.5 hybrid target with that draft.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "models/dense/dense_model.h"
+#include "models/target_model.h"
 #include "decoding/speculative.h"
 #include "models/dflash/dflash_draft.h"
 #include "tokenizer/tokenizer.h"
@@ -36,7 +36,7 @@ void gate(const std::string& target_dir, const std::string& draft_dir,
     LoadOptions lo;
     lo.backend = make_cpu_backend(2);
     lo.weights = w;
-    auto target = DenseModel::load(target_dir, lo);
+    auto target = TargetModel::load(target_dir, lo);
     auto draft = DFlashDraft::load(draft_dir, lo, *target);
     for (size_t p = 0; p < prompts.size(); ++p) {
       GenerateParams gp;
@@ -91,6 +91,22 @@ TEST(LosslessGate, DemoPair) {
 
 TEST(LosslessGate, RandomPair) {
   const std::string t = kSrc + "/tests/data/random_pair/target", d = kSrc + "/tests/data/random_pair/draft";
+  std::vector<std::vector<int32_t>> prompts;
+  for (int p = 0; p < 20; ++p) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 5 + 3 * p; ++i) ids.push_back(int32_t((p * 131 + i * 17 + 3) % 370));
+    prompts.push_back(ids);
+  }
+  GateResult r;
+  gate(t, d, prompts, 40, r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(20 * 4 * 4 * 2, r.runs);
+}
+
+// The same random draft on a random Qwen3.5 hybrid target (linear, linear, full attention
+// layers): the recurrent state is rolled back by replay after every partial acceptance.
+TEST(LosslessGate, RandomHybridPair) {
+  const std::string t = kSrc + "/tests/data/random_hybrid/target", d = kSrc + "/tests/data/random_pair/draft";
   std::vector<std::vector<int32_t>> prompts;
   for (int p = 0; p < 20; ++p) {
     std::vector<int32_t> ids;
