@@ -217,8 +217,10 @@ Tokenizer Tokenizer::from_folder(const std::string& dir) {
   const std::string_view tj_text =
       tj.size() ? std::string_view(reinterpret_cast<const char*>(tj.data()), tj.size()) : "";
   tok::load_tokenizer(*t.impl_, tj_text, tj_path, cfg, cfg_path);
-  // Newer checkpoints keep the template beside the config instead of inside it.
-  if (t.impl_->chat_template.empty() && file_exists(base + "chat_template.jinja")) {
+  // Newer checkpoints keep the template beside the config instead of inside it. When both
+  // exist the file wins, as in transformers: save_pretrained writes the file, so a template
+  // still inside the config is the older copy.
+  if (file_exists(base + "chat_template.jinja")) {
     t.impl_->chat_template = read_text_file(base + "chat_template.jinja");
   }
   return t;

@@ -243,11 +243,70 @@ def _random_case(rng, index):
     return ctx
 
 
-def corpus(seed, count, special_tokens):
-    """The fixed cases followed by random ones, `count` in all, with the special tokens merged in
-    the way transformers merges special_tokens_map into the template kwargs."""
+def qwen35_cases():
+    """What only the Qwen3.5 template reads: content as a list of image/video/text parts (with and
+    without add_vision_id), the errors its render_content and role checks raise, tool calls in
+    every argument shape its XML format distinguishes, multi-step tool turns (whose tool-response-
+    only user turns do not move the last query), and enable_thinking values that are not booleans."""
+    u, a = "user", "assistant"
+    img = {"type": "image", "image": "file:///cat.png"}
+    parts = [{"type": "text", "text": "  Compare "}, img, {"type": "image_url", "image_url": {"url": "x"}},
+             {"type": "text", "text": "and"}, {"type": "video", "video": "clip.mp4"}, {"text": " done. "}]
+    args = {"nested": {"a": [1, 2.5, None], "b": "é"}, "list": ["x", {"y": True}], "none": None,
+            "flag": False, "float": 1e-7, "int": -3, "text": "multi\nline"}
+    call = lambda name, arguments: {"type": "function", "function": {"name": name, "arguments": arguments}}
+    search = [{"role": u, "content": "Search twice."},
+              {"role": a, "content": "", "reasoning_content": "\nFirst search.\n",
+               "tool_calls": [call("search_docs", {"query": "a", "tags": []})]},
+              {"role": "tool", "content": TOOL_RESULTS[0]},
+              {"role": a, "content": "<think>Second.</think>\n\nNow the other.",
+               "tool_calls": [call("search_docs", {"query": "b", "tags": ["t"]}), call("get_time", {})]},
+              {"role": "tool", "content": TOOL_RESULTS[1]},
+              {"role": "tool", "content": TOOL_RESULTS[2]}]
+    cases = [
+        {"messages": [{"role": u, "content": parts}], "add_generation_prompt": True},
+        {"messages": [{"role": u, "content": parts}, {"role": a, "content": [{"type": "text", "text": "ok"}]},
+                      {"role": u, "content": [img, img]}], "add_generation_prompt": True, "add_vision_id": True},
+        {"messages": [{"role": "system", "content": [{"type": "text", "text": "Sys parts."}]},
+                      {"role": u, "content": "hi"}], "tools": [WEATHER_TOOL], "add_generation_prompt": True},
+        {"messages": [{"role": "system", "content": [img]}, {"role": u, "content": "hi"}], "add_generation_prompt": True},
+        {"messages": [{"role": "system", "content": [{"type": "video"}]}, {"role": u, "content": "hi"}]},
+        {"messages": [{"role": u, "content": [{"type": "audio", "audio": "a.wav"}]}]},
+        {"messages": [{"role": u, "content": {"text": "a mapping"}}]},
+        {"messages": [{"role": u, "content": 42}]},
+        {"messages": [{"role": u, "content": None}, {"role": a}], "add_generation_prompt": False},
+        {"messages": [{"role": u, "content": "hi"}, {"role": "system", "content": "late"}]},
+        {"messages": [{"role": "critic", "content": "?"}, {"role": u, "content": "hi"}]},
+        {"messages": search, "tools": [SEARCH_TOOL, NO_ARGS_TOOL], "add_generation_prompt": True},
+        {"messages": search + [{"role": a, "content": "Both done."}], "tools": [SEARCH_TOOL],
+         "add_generation_prompt": True, "enable_thinking": False},
+        {"messages": [{"role": u, "content": "q1"}, {"role": a, "content": "a1", "reasoning_content": "r1"},
+                      {"role": u, "content": "<tool_response>\nlate result\n</tool_response>"},
+                      {"role": a, "content": "<think>\nr2\n</think>\n\na2", "reasoning_content": "kept"}],
+         "add_generation_prompt": False},
+        {"messages": [{"role": u, "content": "q"}, {"role": a, "content": "<think>never closed\nanswer"},
+                      {"role": a, "content": "x</think>y</think>z"}]},
+        {"messages": [{"role": u, "content": "call"},
+                      {"role": a, "content": "Calling.", "tool_calls": [call("f", args),
+                                                                         {"name": "bare", "arguments": {"k": 1}},
+                                                                         {"function": {"name": "noargs"}}]}],
+         "tools": {"not": "a list"}, "add_generation_prompt": True},
+        {"messages": [{"role": u, "content": "call"},
+                      {"role": a, "content": None, "tool_calls": {"name": "mapping"}}]},
+        {"messages": [{"role": "tool", "content": "first"}, {"role": u, "content": "q"},
+                      {"role": "tool", "content": "after user"}], "add_generation_prompt": True},
+        {"messages": [{"role": u, "content": "q"}], "add_generation_prompt": True, "enable_thinking": 0},
+        {"messages": [{"role": u, "content": "q"}], "add_generation_prompt": True, "enable_thinking": "false"},
+        {"messages": [{"role": u, "content": "q"}], "add_generation_prompt": True, "enable_thinking": None},
+    ]
+    return cases
+
+
+def corpus(seed, count, special_tokens, extra=()):
+    """The fixed cases (then `extra`) followed by random ones, `count` in all, with the special
+    tokens merged in the way transformers merges special_tokens_map into the template kwargs."""
     rng = random.Random(seed)
-    cases = _fixed_cases()
+    cases = _fixed_cases() + list(extra)
     index = 0
     while len(cases) < count:
         cases.append(_random_case(rng, index))

@@ -76,4 +76,9 @@ def real_templates():
             with open(path, encoding="utf-8") as f:
                 source = f.read()
         out.append((name, path, source, tokens))
+    # Qwen3.5: a template written from the published description of the real one (its header
+    # says what it does), with the special tokens Qwen3.5's tokenizer_config names.
+    path = os.path.join(SOURCE_DIR, "tests", "oracle", "chat_templates", "qwen3.5.jinja")
+    with open(path, encoding="utf-8") as f:
+        out.append(("qwen3.5", path, f.read(), {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}))
     return out

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Differential test of `dflash template` against Python jinja2 configured like Hugging Face.
 
-For each real chat template (Qwen3, Llama 3.1, Gemma 3, DeepSeek V3, gpt-oss) a deterministic
-corpus of conversations is rendered by both; the outputs must be byte-identical, both must
-fail on the same conversations, and raise_exception's message must reach dflash's error as is. Then a list of small snippets (tests/oracle/chat_snippets.txt)
-checks language features the real templates do not reach.
+For each real chat template (Qwen3, Llama 3.1, Gemma 3, DeepSeek V3, gpt-oss, and a Qwen3.5-style
+one written from the description of the real one) a deterministic corpus of conversations is
+rendered by both; the outputs must be byte-identical, both must fail on the same conversations,
+and raise_exception's message must reach dflash's error as is. Then a list of small snippets
+(tests/oracle/chat_snippets.txt) checks language features the real templates do not reach.
 
 Env: DFLASH_BIN (the dflash binary), DFLASH_SOURCE_DIR. Exits non-zero on any mismatch."""
 import difflib
@@ -72,7 +73,11 @@ def compare(label, want, got, shown):
 def check_templates(env):
     passed = failed = 0
     for seed, (name, path, source, tokens) in enumerate(chat_oracle.real_templates()):
-        contexts = chat_corpus.corpus(seed, CASES_PER_TEMPLATE, tokens)
+        # Qwen3.5 gets its own cases too (list content, its raise_exception checks) and more random
+        # ones: it is the template whose features (macros, loop.previtem/nextitem) the rest lack.
+        extra = chat_corpus.qwen35_cases() if name == "qwen3.5" else ()
+        count = 3 * CASES_PER_TEMPLATE if name == "qwen3.5" else CASES_PER_TEMPLATE
+        contexts = chat_corpus.corpus(seed, count, tokens, extra)
         want = [chat_oracle.render(env, source, ctx) for ctx in contexts]
         got = run_cli(path, contexts)
         shown = [0]

@@ -119,4 +119,26 @@ TEST(TokenizerLoadErrors, FromFolder) {
   std::filesystem::remove_all(dir);
 }
 
+// Hugging Face's newer layout keeps the template in chat_template.jinja; when the config has one
+// too, the file wins (transformers reads the file over the config's copy).
+TEST(TokenizerLoadErrors, ChatTemplateFileBesideTheConfig) {
+  const auto dir = std::filesystem::temp_directory_path() / "dflash_tok_template_file_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << tiny::tokenizer_json().dump();
+  auto cfg = tiny::config_json();
+  cfg["chat_template"] = "from the config";
+  std::ofstream(dir / "tokenizer_config.json") << cfg.dump();
+  EXPECT_EQ(Tokenizer::from_folder(dir.string()).chat_template(), "from the config");
+  const std::string file_template = "{%- for m in messages %}{{ m.content }}{% endfor %}\n";
+  std::ofstream(dir / "chat_template.jinja", std::ios::binary) << file_template;
+  EXPECT_EQ(Tokenizer::from_folder(dir.string()).chat_template(), file_template);
+  cfg["chat_template"] = json::array({json{{"name", "default"}, {"template", "listed"}}});
+  std::ofstream(dir / "tokenizer_config.json") << cfg.dump();
+  EXPECT_EQ(Tokenizer::from_folder(dir.string()).chat_template(), file_template);
+  std::filesystem::remove(dir / "chat_template.jinja");
+  EXPECT_EQ(Tokenizer::from_folder(dir.string()).chat_template(), "listed");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
