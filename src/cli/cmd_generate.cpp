@@ -17,9 +17,9 @@ namespace dflash::cli {
 namespace {
 
 struct GenerateOpts {
-  std::string model, draft, prompt, prompt_ids, weights = "bf16", acceptance = "target", draft_act = "f32";
+  std::string model, draft, prompt, prompt_ids, weights = "native", acceptance = "target", draft_act = "f32";
   int block_size = 0;  // 0: the draft's own block_size
-  bool no_adaptive = false;
+  bool no_adaptive = false, no_draft = false;
   bool chat = false, json = false, ignore_eos = false, think = false;
   int max_tokens = 256, threads = 0, chunk_size = 512, ctx_size = 4096;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f, repetition_penalty = 1.0f;
@@ -34,7 +34,10 @@ void run_generate(const GenerateOpts& o) {
   const std::string dir = resolve_model_dir(o.model);
   PairOptions po;
   po.model = dir;
-  po.draft = o.draft;
+  // No --model: the shipped demo pair, draft included, as serve does.
+  po.draft = o.no_draft ? "" : !o.draft.empty() || !o.model.empty() ? o.draft : demo_draft_beside(dir);
+  if (o.block_size > 0 && po.draft.empty())
+    throw Error("--block-size needs a draft (--draft DIR); without one there is nothing to speculate with");
   po.weights = parse_weights_option(o.weights);
   po.threads = o.threads;
   apply_cache_types(o.cache, po);
@@ -126,7 +129,7 @@ void run_generate(const GenerateOpts& o) {
 void add_generate_command(CLI::App& app) {
   auto o = std::make_shared<GenerateOpts>();
   auto* sub = app.add_subcommand("generate", "Generate a continuation of one prompt");
-  sub->add_option("--model", o->model, "Hugging Face model folder (default: the shipped demo model)");
+  sub->add_option("--model", o->model, "Hugging Face model folder or GGUF file (default: the shipped demo pair, draft included)");
   auto* p = sub->add_option("--prompt", o->prompt, "Prompt text");
   auto* pi = sub->add_option("--prompt-ids", o->prompt_ids, "Prompt as comma-separated token ids");
   p->excludes(pi);
@@ -140,7 +143,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--repetition-penalty", o->repetition_penalty)->check(CLI::Range(0.01, 100.0));
   sub->add_option("--seed", o->seed);
   sub->add_option("--threads", o->threads, "Worker threads (default: all cores)");
-  sub->add_option("--weights", o->weights, "bf16 | q8 | q4 | f32 | f16 | native")->capture_default_str();
+  sub->add_option("--weights", o->weights, "native (the checkpoint's own dtypes) | bf16 | q8 | q4 | f32 | f16")->capture_default_str();
   sub->add_option("--chunk-size", o->chunk_size, "Prefill chunk size")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--ctx-size", o->ctx_size, "Context size in tokens")->check(CLI::Range(2, 1 << 22));
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at end-of-sequence tokens");
@@ -150,6 +153,7 @@ void add_generate_command(CLI::App& app) {
   sub->add_option("--draft", o->draft, "DFlash draft folder or llama.cpp dflash GGUF: enables speculative decoding");
   sub->add_option("--block-size", o->block_size, "Largest block (drafted tokens + 1); default: the draft's")
       ->check(CLI::Range(1, 256));
+  sub->add_flag("--no-draft", o->no_draft, "Plain decoding (no --model: the demo target without its draft)");
   sub->add_flag("--no-adaptive", o->no_adaptive, "Always draft a full block (no cost-based controller)");
   sub->add_option("--acceptance", o->acceptance, "target (token-exact, the reference scheme) | probabilistic");
   sub->add_option("--draft-activations", o->draft_act, "f32 (default) | f16 (reproduces fp16 overflow)");

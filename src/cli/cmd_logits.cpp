@@ -24,7 +24,7 @@ static void write_floats(const std::string& path, const std::vector<float>& v) {
 
 void add_logits_command(CLI::App& app) {
   struct Opts {
-    std::string model, ids, weights = "bf16", out, mode = "prefill", simd_target;
+    std::string model, ids, weights = "native", out, mode = "prefill", simd_target;
     int chunk_size = 512, threads = 0, verify_rows = 5, verify_prefix = 37;
     CacheTypes cache;
   };
@@ -32,7 +32,7 @@ void add_logits_command(CLI::App& app) {
   auto* sub = app.add_subcommand("logits", "Write float32 logits [n_tokens x vocab] of every prompt position");
   sub->add_option("--model", o->model)->required();
   sub->add_option("--prompt-ids", o->ids)->required();
-  sub->add_option("--weights", o->weights, "bf16 | q8 | q4 | f32 | f16 | native");
+  sub->add_option("--weights", o->weights, "native (the checkpoint's own dtypes) | bf16 | q8 | q4 | f32 | f16");
   sub->add_option("--chunk-size", o->chunk_size, "Rows per forward in prefill mode (and verify's prefix)")
       ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--cache-type,--kv-type", o->cache.target, "KV cache: f32 | f16 | q8 | q4")->capture_default_str();
@@ -125,7 +125,7 @@ void add_logits_command(CLI::App& app) {
 
 void add_draft_logits_command(CLI::App& app) {
   struct Opts {
-    std::string model, draft, ids, weights = "bf16", out, hidden_out, uniforms;
+    std::string model, draft, ids, weights = "native", out, hidden_out, uniforms;
     int block_first = -1, block_size = 0, threads = 0;
     float temperature = 0;
   };

@@ -47,14 +47,7 @@ SamplingParams sampling_defaults(const std::string& dir) {
 void run_serve(ServeOpts& o) {
   const std::string dir = resolve_model_dir(o.model);
   std::string draft = o.draft;
-  if (draft.empty() && o.model.empty() && !o.no_draft) {
-    // The shipped demo pair: the drafts sit next to the demo target. The DFlash2 one accepts
-    // more (held-out tau 3.2 against 1.6 at block size 8), so it is preferred.
-    for (const char* name : {"/../draft2", "/../draft"}) {
-      const std::string demo = std::filesystem::path(dir + name).lexically_normal().string();
-      if (file_exists(demo + "/config.json")) { draft = demo; break; }
-    }
-  }
+  if (draft.empty() && o.model.empty() && !o.no_draft) draft = demo_draft_beside(dir);  // the shipped demo pair
   if (o.no_draft) draft.clear();
   if (o.model.empty() && o.srv.alias.empty()) o.srv.alias = "dflash-demo";
   if (o.srv.log_format != "text" && o.srv.log_format != "json") throw Error("--log-format must be text or json");
@@ -100,7 +93,7 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--ctx-size", s.engine.ctx_size, "Context size in tokens (default: the model's, at most 8192)")
       ->check(CLI::Range(2, 1 << 22));
   sub->add_option("--threads", s.engine.threads, "Worker threads (default: all cores)")->check(CLI::Range(0, 1024));
-  sub->add_option("--weights", s.engine.weights, "bf16 | q8 | q4 | f32 | f16 | native")->capture_default_str();
+  sub->add_option("--weights", s.engine.weights, "native (the checkpoint's own dtypes) | bf16 | q8 | q4 | f32 | f16")->capture_default_str();
   sub->add_option("--chunk-size", s.engine.chunk_size, "Prefill chunk size")->check(CLI::Range(1, 1 << 20));
   add_cache_type_options(sub, o->cache);
   sub->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' (except /health and the page)")

@@ -16,6 +16,8 @@ namespace dflash {
 // The given model path when not empty, else the shipped demo target (models/demo/target,
 // looked for from the current folder and beside the executable).
 std::string resolve_model_dir(const std::string& given);
+// The shipped demo draft beside a demo target folder (draft2, else draft); "" when none.
+std::string demo_draft_beside(const std::string& target_dir);
 // A --weights value as LoadOptions::weights: "native" keeps the checkpoint's dtype (nullopt);
 // else f32|f16|bf16|q8|q4.
 std::optional<WType> parse_weights_option(const std::string& s);

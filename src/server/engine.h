@@ -28,7 +28,7 @@ namespace dflash::server {
 
 struct EngineOptions {
   std::string model_dir, draft_dir;  // for reports; draft_dir empty: plain decoding
-  std::string weights = "bf16";
+  std::string weights = "native";  // the checkpoint's own dtype, as llama.cpp
   int ctx_size = 0;                  // 0: the model's max_position, at most 8192
   int threads = 0;                   // 0: all cores (the backend load_pair made has them)
   int block_size = 0;                // 0: the draft's own
