@@ -86,7 +86,7 @@ void write_gguf_tokenizer(GgufWriter& w, const std::string& dir, const ModelConf
   }
   const std::string pre = vocab_pre_name(regex, nfc);
   if (pre.empty())
-    throw file_error(tj_path, "its pre-tokenizer is neither Qwen2's nor Llama 3's: no llama.cpp pre-tokenizer name fits");
+    throw file_error(tj_path, "its pre-tokenizer is none of Qwen2's, Qwen3.5's or Llama 3's: no llama.cpp pre-tokenizer name fits");
 
   const int64_t V = c.vocab;
   std::vector<std::string> tokens(static_cast<size_t>(V));

