@@ -93,6 +93,7 @@ double time_forward(const TargetModel& m, int K, int ctx_len, ThreadPool& pool, 
     f.n = K;
     f.logits_from = 0;  // verify needs every row's logits
     f.logits = logits.data();
+    f.rollback_rows = true;  // as the speculative loop verifies (a hybrid logs the block's rows)
     const double t0 = now_seconds();
     m.forward(*cache, f);
     best = std::min(best, now_seconds() - t0);
@@ -130,7 +131,7 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
     const ModelConfig tc = shape_config(s);
     std::fprintf(stderr, "predict: %s %s random target and %d-layer draft\n", s.c_str(), wtype_name(wt),
                  o.predict_draft_layers);
-    auto target = DenseModel::random(tc, wt, 1, make_cpu_backend(pool.size()));
+    auto target = random_model(tc, wt, 1, make_cpu_backend(pool.size()));
     DraftConfig dc;
     dc.hidden = tc.hidden, dc.n_layers = o.predict_draft_layers, dc.n_heads = tc.n_heads;
     dc.n_kv_heads = tc.n_kv_heads, dc.head_dim = tc.head_dim, dc.ffn = tc.ffn, dc.vocab = tc.vocab;

@@ -94,7 +94,7 @@ void run_kv_cache_bench(const KvCacheBenchOptions& o) {
   std::vector<KvBenchRow> rows;
   for (const auto& wname : o.weights)
     for (const auto& s : o.shapes) {
-      auto m = DenseModel::random(shape_config(s), parse_wtype(wname), 1, backend);
+      auto m = random_model(shape_config(s), parse_wtype(wname), 1, backend);
       const auto r = run_kv_bench(s, *m, o.cache_types, o.context, o.gen_tokens, o.rounds, pool);
       rows.insert(rows.end(), r.begin(), r.end());
     }

@@ -7,11 +7,54 @@
 #include "decoding/generator.h"
 #include "kernels/kernels.h"
 #include "models/dense/arch_spec.h"
+#include "models/qwen35/qwen35_model.h"
 #include "util/error.h"
 #include "util/peak_rss.h"
 #include "util/timer.h"
 
 namespace dflash::bench {
+
+namespace {
+// Qwen3.5 text stacks (../shared/qwen35-format.md §1.2): 0.8B as published; for 2B and 4B the
+// layer count and width are llama.cpp's size switch and the rest (heads, ffn, linear heads) is
+// this project's estimate, marked so in docs/bench.md. Every fourth layer is full attention.
+ModelConfig qwen35_shape_config(const std::string& name) {
+  ModelConfig c;
+  c.architecture = "Qwen3_5ForConditionalGeneration";
+  c.vocab = 248320, c.tie_embeddings = true, c.rope_theta = 1e7, c.head_dim = 256, c.rope_dims = 64;
+  c.max_position = 262144;
+  if (name == "qwen3.5-0.8b") {
+    c.hidden = 1024, c.n_layers = 24, c.n_heads = 8, c.n_kv_heads = 2, c.ffn = 3584, c.linear = {16, 16, 128, 128, 4};
+  } else if (name == "qwen3.5-2b") {
+    c.hidden = 2048, c.n_layers = 24, c.n_heads = 8, c.n_kv_heads = 2, c.ffn = 6144, c.linear = {16, 16, 128, 128, 4};
+  } else if (name == "qwen3.5-4b") {
+    c.hidden = 2560, c.n_layers = 32, c.n_heads = 16, c.n_kv_heads = 4, c.ffn = 9216, c.linear = {16, 32, 128, 128, 4};
+  } else if (name == "qwen3.5-tiny") {  // for smoke tests of the bench itself
+    c.hidden = 256, c.n_layers = 4, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.rope_dims = 16, c.ffn = 512;
+    c.vocab = 4096, c.linear = {2, 4, 64, 64, 4};
+  } else {
+    throw Error("unknown shape '" + name + "' (known Qwen3.5 shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny)");
+  }
+  for (int l = 0; l < c.n_layers; ++l)
+    c.layer_kinds.push_back((l + 1) % 4 == 0 ? LayerKind::Attention : LayerKind::LinearAttention);
+  return c;
+}
+}  // namespace
+
+std::unique_ptr<TargetModel> random_model(const ModelConfig& c, WType weights, uint64_t seed,
+                                          std::shared_ptr<Backend> backend) {
+  for (LayerKind k : c.layer_kinds)
+    if (k == LayerKind::LinearAttention) return Qwen35Model::random(c, weights, seed, std::move(backend));
+  return DenseModel::random(c, weights, seed, std::move(backend));
+}
+
+double kv_bytes_per_position(const TargetModel& m) {
+  const ModelConfig& c = m.config();
+  int attention_layers = 0;
+  for (LayerKind k : c.layer_kinds) attention_layers += k == LayerKind::Attention;
+  if (c.layer_kinds.empty()) attention_layers = c.n_layers;
+  return 2.0 * attention_layers * c.n_kv_heads * double(row_bytes(m.cache_type(), c.head_dim));
+}
 
 ModelConfig shape_config(const std::string& name) {
   ModelConfig c;
@@ -31,8 +74,11 @@ ModelConfig shape_config(const std::string& name) {
   } else if (name == "tiny") {  // for smoke tests of the bench itself
     c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
     c.hidden = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 512, c.vocab = 4096;
+  } else if (name.rfind("qwen3.5-", 0) == 0) {
+    return qwen35_shape_config(name);
   } else {
-    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny)");
+    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny, qwen3.5-0.8b, "
+                "qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny)");
   }
   c.architecture = c.arch->hf_name;
   c.qkv_bias = c.arch->qkv_bias;
@@ -62,10 +108,25 @@ double measure_int8_rate(WType t, ThreadPool& pool) {
 }
 
 namespace {
-// Seconds of one forward of K tokens after `ctx` tokens of context, per kCurveK: a warm-up,
-// then the median of kCurveReps forwards, the statistic tools/bench/llamacpp_peer.mjs takes.
-std::vector<double> forward_curve(const TargetModel& m, ThreadPool& pool, int ctx) {
+// Per kCurveK, after `ctx` tokens of context: the seconds of one forward of K tokens as
+// speculative decoding verifies them (rollback_rows for K > 1), a warm-up then the median of
+// kCurveReps forwards (the statistic tools/bench/llamacpp_peer.mjs takes). For a hybrid also,
+// measured alternately in the same loop: the same forward without rollback_rows (the
+// difference is what logging the block costs) and the rollback to the middle of the block
+// (a replay of K/2 rows).
+struct Curve {
+  std::vector<double> forward, plain, replay;
+};
+
+double median(std::vector<double> t) {
+  if (t.empty()) return 0;
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
+Curve forward_curve(const TargetModel& m, int ctx) {
   const int V = m.config().vocab, kmax = kCurveK.back();
+  const bool hybrid = m.family() == "qwen35";
   std::vector<int32_t> ids(size_t(ctx + kmax));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919 + 13) % size_t(V));
   auto cache = m.new_state(ctx + kmax);
@@ -75,22 +136,36 @@ std::vector<double> forward_curve(const TargetModel& m, ThreadPool& pool, int ct
   pre.n = ctx;
   pre.logits = logits.data();
   m.forward(*cache, pre);
-  std::vector<double> out;
+  Curve out;
   for (int K : kCurveK) {
-    std::vector<double> t;
+    std::vector<double> t, tp, tr;
     for (int rep = 0; rep <= kCurveReps; ++rep) {
       ForwardArgs a;
       a.tokens = ids.data() + ctx;
       a.n = K;
       a.logits_from = 0;  // a verify needs every row's logits
       a.logits = logits.data();
-      const double t0 = now_seconds();
+      a.rollback_rows = K > 1;
+      double t0 = now_seconds();
       m.forward(*cache, a);
       if (rep > 0) t.push_back(now_seconds() - t0);
+      if (hybrid && K > 1) {
+        t0 = now_seconds();
+        cache->rollback(ctx + K / 2);
+        if (rep > 0) tr.push_back(now_seconds() - t0);
+      }
       cache->rollback(ctx);
+      if (hybrid && K > 1) {
+        a.rollback_rows = false;
+        t0 = now_seconds();
+        m.forward(*cache, a);
+        if (rep > 0) tp.push_back(now_seconds() - t0);
+        cache->rollback(ctx);
+      }
     }
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    out.push_back(t[t.size() / 2]);
+    out.forward.push_back(median(t));
+    out.plain.push_back(median(tp));
+    out.replay.push_back(median(tr));
   }
   return out;
 }
@@ -116,12 +191,20 @@ BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_to
   r.decode_tok_s = gen.timings().decode_tok_s();
   r.weight_gb = double(m.weight_bytes()) / 1e9;
   const ModelConfig& c = m.config();
-  const double kv_per_pos = 2.0 * c.n_layers * c.n_kv_heads * double(row_bytes(m.cache_type(), c.head_dim));
+  const double kv_per_pos = kv_bytes_per_position(m);
   r.kv_gb = kv_per_pos * (prompt_tokens + gen_tokens / 2.0) / 1e9;
   r.roof = r.roof_against(bw);
   r.bandwidth = bw;
   const int curve_ctx = std::min(prompt_tokens, 128);
-  r.forward_s = forward_curve(m, pool, curve_ctx);
+  const Curve curve = forward_curve(m, curve_ctx);
+  r.forward_s = curve.forward;
+  if (m.family() == "qwen35") {
+    r.state_mib = double(m.new_state(1)->bytes()) / (1 << 20);
+    for (size_t i = 0; i < curve.forward.size(); ++i) {
+      r.log_s.push_back(curve.forward[i] - curve.plain[i]);
+      r.replay_s.push_back(curve.replay[i]);
+    }
+  }
   // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short
   // context is small next to them).
   const WType wt = m.weight_type();

@@ -1,6 +1,7 @@
 #pragma once
 // The speed of one model, shared by every bench mode: the random model shapes, the verify cost
 // curve's batch sizes, and the measurement of one model (model_speed.cpp).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,15 @@
 
 namespace dflash::bench {
 
-// qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny; throws dflash::Error for other names.
+// qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny (dense); qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b,
+// qwen3.5-tiny (hybrid); throws dflash::Error for other names.
 ModelConfig shape_config(const std::string& name);
+// A random-weight model of a shape, of the family its config names (hybrid when any layer is
+// linear attention).
+std::unique_ptr<TargetModel> random_model(const ModelConfig& c, WType weights, uint64_t seed,
+                                          std::shared_ptr<Backend> backend);
+// Bytes of attention KV cache per position (only a hybrid's full-attention layers have one).
+double kv_bytes_per_position(const TargetModel& m);
 
 // Batch sizes of the verification cost curve (forward of K tokens).
 inline const std::vector<int>& curve_k() {
@@ -35,6 +43,11 @@ struct BenchRow {
   double bandwidth = 0;  // bytes/s this row's roof and bounds are held against
   double peak_rss_mb = -1;  // since the caller's reset_peak_rss() before loading; -1 if unknown
   std::vector<double> forward_s, bound_s;  // per curve_k()
+  // Hybrids (recurrent state): MiB of state per sequence at the curve's context, and per K of
+  // the curve the cost of making a verify block rollbackable (logging its rows) and of rolling
+  // back to the middle of the block (replaying K/2 rows); empty for dense models.
+  double state_mib = 0;
+  std::vector<double> log_s, replay_s;
   // Decode's fraction of the bandwidth roof: the bytes a step must read (weights and KV cache)
   // per second over `bw` (bytes/s).
   double roof_against(double bw) const { return (weight_gb + kv_gb) * 1e9 * decode_tok_s / bw; }

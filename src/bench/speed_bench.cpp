@@ -51,7 +51,7 @@ void run_speed_bench(const SpeedBenchOptions& o) {
     for (const auto& s : o.shapes) {
       const double bw_now = remeasure_read_bandwidth(pool, bw);
       reset_peak_rss();
-      auto m = DenseModel::random(shape_config(s), wt, 1, backend);
+      auto m = random_model(shape_config(s), wt, 1, backend);
       rows.push_back(bench_one(s, *m, o.prompt_tokens, o.gen_tokens, pool, bw_now, r8));
     }
   }
@@ -70,6 +70,16 @@ void run_speed_bench(const SpeedBenchOptions& o) {
                    {"bandwidth_gb_s", r.bandwidth / 1e9}, {"roof_fraction", r.roof},
                    {"int8_gmac_s", rate.count(wt) ? rate[wt] / 1e9 : 0.0},
                    {"forward_ms", fw}, {"bound_ms", bd}, {"peak_rss_mb", r.peak_rss_mb}});
+      if (!r.log_s.empty()) {
+        nlohmann::json lg = nlohmann::json::object(), rp = nlohmann::json::object();
+        for (size_t i = 0; i < r.log_s.size(); ++i) {
+          lg[std::to_string(ks[i])] = r.log_s[i] * 1e3;
+          rp[std::to_string(ks[i])] = r.replay_s[i] * 1e3;
+        }
+        j.back()["recurrent_state_mib"] = r.state_mib;
+        j.back()["verify_log_ms"] = lg;
+        j.back()["rollback_replay_ms"] = rp;
+      }
     }
     std::puts(j.dump(2).c_str());
     return;
@@ -88,6 +98,22 @@ void run_speed_bench(const SpeedBenchOptions& o) {
     for (size_t i = 0; i < r.forward_s.size(); ++i)
       std::printf(" %7.1f(%4.2fx)|%5.1f(%3.1fx)", r.forward_s[i] * 1e3, r.forward_s[i] / r.forward_s[0],
                   r.bound_s[i] * 1e3, r.bound_s[i] / r.bound_s[0]);
+    std::printf("\n");
+  }
+  bool hybrid = false;
+  for (auto& r : rows) hybrid = hybrid || !r.log_s.empty();
+  if (!hybrid) return;
+  // What speculation costs a recurrent state on top of the verify forward above.
+  std::printf("\nhybrid state per sequence, and per verify of K tokens: logging its rows (forward with minus without)"
+              " | rollback to K/2 (replay), ms (%% of the verify)\n%-14s %-6s %9s", "model", "format", "state MiB");
+  for (size_t i = 1; i < ks.size(); ++i) std::printf(" %25s", ("K=" + std::to_string(ks[i])).c_str());
+  std::printf("\n");
+  for (auto& r : rows) {
+    if (r.log_s.empty()) continue;
+    std::printf("%-14s %-6s %9.1f", r.model.c_str(), r.weights.c_str(), r.state_mib);
+    for (size_t i = 1; i < r.forward_s.size(); ++i)
+      std::printf(" %5.2f(%4.1f%%)|%5.2f(%4.1f%%)", r.log_s[i] * 1e3, 100 * r.log_s[i] / r.forward_s[i],
+                  r.replay_s[i] * 1e3, 100 * r.replay_s[i] / r.forward_s[i]);
     std::printf("\n");
   }
 }

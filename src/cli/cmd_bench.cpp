@@ -25,7 +25,7 @@ void add_bench_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Prefill/decode speed and bandwidth-roof fraction");
-  sub->add_option("--shape", o->speed.shapes, "qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny (random weights)")
+  sub->add_option("--shape", o->speed.shapes, "qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny, qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny (random weights)")
       ->delimiter(',');
   sub->add_option("--model", o->speed.model, "Benchmark this model folder instead of random shapes");
   auto* weights_opt = sub->add_option("--weights", o->speed.weights, "Weight formats to compare")->delimiter(',');
