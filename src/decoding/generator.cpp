@@ -55,8 +55,11 @@ void Generator::prefill() {
   logits_.resize(size_t(vocab));
   const double t0 = now_seconds();
   int pos = state_->length();
+  // A recurrent state keeps a checkpoint one row short of the prompt's end (SequenceState):
+  // the chunk that reaches it stops there. Batch invariance keeps the bits the same.
+  const int stop = state_->wants_checkpoints() ? n_prompt_ - 1 : n_prompt_;
   while (pos < n_prompt_) {
-    const int n = std::min(params_.chunk_size, n_prompt_ - pos);
+    const int n = std::min(params_.chunk_size, (pos < stop ? stop : n_prompt_) - pos);
     ForwardArgs a;
     a.tokens = tokens_.data() + pos;
     a.n = n;
@@ -64,6 +67,7 @@ void Generator::prefill() {
     a.logits = logits_.data();
     model_.forward(*state_, a);
     pos += n;
+    if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }
   timings_.prefill_s = now_seconds() - t0;
   prefilled_ = true;

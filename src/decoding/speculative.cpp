@@ -81,8 +81,11 @@ void SpeculativeGenerator::prefill_with_taps() {
   logits_.resize(size_t(vocab));
   const double t0 = now_seconds();
   int pos = state_->length();
+  // A recurrent state keeps a checkpoint one row short of the prompt's end (SequenceState):
+  // the chunk that reaches it stops there. Batch invariance keeps the bits the same.
+  const int stop = state_->wants_checkpoints() ? n_prompt_ - 1 : n_prompt_;
   while (pos < n_prompt_) {
-    const int n = std::min(params_.chunk_size, n_prompt_ - pos);
+    const int n = std::min(params_.chunk_size, (pos < stop ? stop : n_prompt_) - pos);
     taps_.resize(size_t(n) * F);
     ForwardArgs a;
     a.tokens = tokens_.data() + pos;
@@ -94,6 +97,7 @@ void SpeculativeGenerator::prefill_with_taps() {
     model_.forward(*state_, a);
     draft_.add_context(*draft_state_, taps_.data(), n);
     pos += n;
+    if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }
   timings_.prefill_s = now_seconds() - t0;
   prefilled_ = true;

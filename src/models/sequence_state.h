@@ -9,8 +9,10 @@
 // accepted prefix and drops the rest (rollback). A KV cache can return to any length. A
 // recurrent state can return only to lengths it kept a snapshot of: the model keeps one per
 // row of the last forward called with ForwardArgs::rollback_rows (the verified rows), so any
-// accepted prefix of a verify block is reachable. rollback_point() says how far back a state
-// can go, which is also what a follow-up request can reuse of the previous prompt.
+// accepted prefix of a verify block is reachable; and it keeps one checkpoint where the
+// generator asks for it (the end of a prompt less its last row), so a follow-up request that
+// extends the conversation reuses the prompt. rollback_point() says how far back a state can
+// go, which is also what a follow-up request can reuse of the previous prompt.
 //
 // Several sequences go through one forward pass as a batch of (state, rows) pairs
 // (models/target_model.h); each state belongs to the model that made it.
@@ -26,14 +28,21 @@ class SequenceState {
   // The most positions this state can hold (the context size it was made with).
   virtual int capacity() const = 0;
   // The greatest length <= min(n, length()) this state can roll back to: that bound itself
-  // for a KV cache; for a recurrent state, the bound when it is its length or one of its
-  // kept snapshots, else 0 (start over).
+  // for a KV cache; for a recurrent state, the greatest of its length, the rows of its last
+  // verify block and its checkpoint that is <= the bound, else 0 (start over).
   virtual int rollback_point(int n) const = 0;
   // Keeps positions [0, n) and drops the rest; n must be rollback_point(n). Lengths above
   // length() are ignored.
   virtual void rollback(int n) = 0;
   // Bytes of memory this state holds (for capacity planning and /metrics).
   virtual size_t bytes() const = 0;
+  // Whether keep_checkpoint() does anything: a state that can return only to lengths it kept
+  // (a recurrent state). The generator then stops a prompt's prefill one row short of its end
+  // to keep one there (the last row still goes through, for its logits).
+  virtual bool wants_checkpoints() const { return false; }
+  // Keeps the state at the current length reachable by rollback until the state rolls back
+  // below it.
+  virtual void keep_checkpoint() {}
 };
 
 }  // namespace dflash

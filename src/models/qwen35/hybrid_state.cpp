@@ -1,5 +1,6 @@
 #include "models/qwen35/hybrid_state.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/error.h"
@@ -39,7 +40,8 @@ HybridState::HybridState(const ModelConfig& c, int capacity, WType kv_type, cons
 size_t HybridState::bytes() const {
   const size_t states = 2 * layers_.size() * (conv_floats_ + rec_floats_) * sizeof(float);
   const size_t log = log_ ? size_t(log_cap_) * log_row_floats() * layers_.size() * sizeof(float) : 0;
-  return kv_.bytes() + states + log;
+  const size_t ckpt = ckpt_ ? layers_.size() * (conv_floats_ + rec_floats_) * sizeof(float) : 0;
+  return kv_.bytes() + states + log + ckpt;
 }
 
 size_t HybridState::log_row_floats() const { return size_t(shape_.channels()) + 2 * size_t(shape_.value_heads); }
@@ -65,11 +67,26 @@ void HybridState::commit(int n, bool logged) {
   cur_ ^= 1;
 }
 
+void HybridState::keep_checkpoint() {
+  const size_t per_layer = conv_floats_ + rec_floats_;
+  if (!ckpt_) ckpt_ = be_.allocate(layers_.size() * per_layer * sizeof(float));
+  float* p = reinterpret_cast<float*>(ckpt_.get());
+  for (const Linear& L : layers_) {
+    std::memcpy(p, L.rec[cur_], rec_floats_ * sizeof(float));
+    std::memcpy(p + rec_floats_, L.conv[cur_], conv_floats_ * sizeof(float));
+    p += per_layer;
+  }
+  ckpt_len_ = length_;
+}
+
 int HybridState::rollback_point(int n) const {
   if (n >= length_) return length_;
   if (n <= 0) return 0;
-  if (from_ >= 0 && (n == from_ || (n > from_ && n - from_ < logged_))) return n;
-  return 0;  // no copy and no log reach it: start over
+  int best = 0;  // start over
+  // The copies from before the last forward, and the rows of its log after them.
+  if (from_ >= 0 && n >= from_) best = std::min(n, from_ + std::max(logged_ - 1, 0));
+  if (ckpt_len_ >= 0 && ckpt_len_ <= n) best = std::max(best, ckpt_len_);
+  return best;
 }
 
 void HybridState::clear() {
@@ -80,6 +97,7 @@ void HybridState::clear() {
   length_ = 0;
   from_ = -1;
   logged_ = 0;
+  ckpt_len_ = -1;
   kv_.set_length(0);
 }
 
@@ -88,7 +106,18 @@ void HybridState::rollback(int n) {
   if (rollback_point(n) != n) throw Error("hybrid state: cannot roll back to " + std::to_string(n));
   if (n <= 0) return clear();
   const int old = cur_ ^ 1;
-  if (n == from_) {
+  const bool by_log = from_ >= 0 && n >= from_ && n - from_ < std::max(logged_, 1);
+  if (!by_log) {
+    // The checkpoint (rollback_point said it is n): copied back into the current states.
+    const float* p = reinterpret_cast<const float*>(ckpt_.get());
+    for (Linear& L : layers_) {
+      std::memcpy(L.rec[cur_], p, rec_floats_ * sizeof(float));
+      std::memcpy(L.conv[cur_], p + rec_floats_, conv_floats_ * sizeof(float));
+      p += conv_floats_ + rec_floats_;
+    }
+    from_ = -1;
+    logged_ = 0;
+  } else if (n == from_) {
     cur_ = old;  // the copies from before the last forward
     from_ = -1;
     logged_ = 0;
@@ -102,6 +131,7 @@ void HybridState::rollback(int n) {
                            L.conv[cur_], L.rec[cur_]);
     }
   }
+  if (ckpt_len_ > n) ckpt_len_ = -1;  // its KV rows will be overwritten
   length_ = n;
   kv_.set_length(n);
 }

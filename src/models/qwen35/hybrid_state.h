@@ -11,7 +11,8 @@
 // with the same kernels, so the state equals plain decoding's bit for bit. A replay costs the
 // recurrence of the kept rows (no projections), and nothing is copied per verified row: a
 // 27B-class state is 150 MB, a per-row snapshot of it per draft position would be that much
-// per row (../shared/qwen35-format.md §6).
+// per row (../shared/qwen35-format.md §6). One more copy, the checkpoint, is kept where the
+// generator asks (the end of a prompt), for a follow-up request's prefix reuse.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,9 @@ class HybridState final : public SequenceState {
   int rollback_point(int n) const override;
   void rollback(int n) override;
   size_t bytes() const override;
+  bool wants_checkpoints() const override { return true; }
+  // One copy of every linear layer's states at the current length.
+  void keep_checkpoint() override;
 
   // --- For the model's forward ---
   KVCache& kv() { return kv_; }
@@ -85,6 +89,8 @@ class HybridState final : public SequenceState {
   int logged_ = 0;    // rows of the forward from from_ that the log holds (0: none)
   int log_cap_ = 0;   // rows the log memory has room for
   std::shared_ptr<uint8_t> log_;
+  int ckpt_len_ = -1;  // the checkpoint's length; -1: none
+  std::shared_ptr<uint8_t> ckpt_;  // [linear layer][rec | conv]
 };
 
 }  // namespace dflash
