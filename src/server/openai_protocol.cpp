@@ -117,6 +117,15 @@ ojson normalize_messages(const ojson& b) {
     if (present(m, "tool_calls")) {
       if (!m["tool_calls"].is_array()) throw bad_param(p + ".tool_calls", "'" + p + ".tool_calls' must be an array");
       n["tool_calls"] = m["tool_calls"];
+      // OpenAI clients send a call's arguments as a JSON string; chat templates expect the
+      // object (Qwen3.5's iterates it with |items and fails on a string). As vLLM does, a
+      // string that parses as a JSON object is handed to the template as that object.
+      for (ojson& call : n["tool_calls"])
+        if (call.is_object() && call.contains("function") && call["function"].is_object() &&
+            call["function"].contains("arguments") && call["function"]["arguments"].is_string()) {
+          ojson args = ojson::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+          if (args.is_object()) call["function"]["arguments"] = std::move(args);
+        }
     }
     out.push_back(std::move(n));
   }
