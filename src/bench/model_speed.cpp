@@ -109,7 +109,7 @@ double measure_int8_rate(WType t, ThreadPool& pool) {
 
 namespace {
 // Per kCurveK, after `ctx` tokens of context: the seconds of one forward of K tokens as
-// speculative decoding verifies them (rollback_rows for K > 1), a warm-up then the median of
+// speculative decoding verifies them (rollback_rows), a warm-up then the median of
 // kCurveReps forwards (the statistic tools/bench/llamacpp_peer.mjs takes). For a hybrid also,
 // measured alternately in the same loop: the same forward without rollback_rows (the
 // difference is what logging the block costs) and the rollback to the middle of the block
@@ -136,6 +136,7 @@ Curve forward_curve(const TargetModel& m, int ctx) {
   pre.n = ctx;
   pre.logits = logits.data();
   m.forward(*cache, pre);
+  cache->keep_checkpoint();  // a recurrent state returns to ctx from the in-place forwards below
   Curve out;
   for (int K : kCurveK) {
     std::vector<double> t, tp, tr;
@@ -145,7 +146,7 @@ Curve forward_curve(const TargetModel& m, int ctx) {
       a.n = K;
       a.logits_from = 0;  // a verify needs every row's logits
       a.logits = logits.data();
-      a.rollback_rows = K > 1;
+      a.rollback_rows = true;  // as a verify (K = 1 too, so that the rollback below is a swap)
       double t0 = now_seconds();
       m.forward(*cache, a);
       if (rep > 0) t.push_back(now_seconds() - t0);

@@ -59,12 +59,17 @@ void HybridState::begin_log(int n) {
   }
 }
 
-void HybridState::commit(int n, bool logged) {
-  from_ = length_;
-  logged_ = logged ? n : 0;
+void HybridState::commit(int n, bool keep_old) {
+  if (keep_old) {
+    from_ = length_;
+    logged_ = n;
+    cur_ ^= 1;
+  } else {
+    from_ = -1;  // updated in place: nothing before this forward is left but the checkpoint
+    logged_ = 0;
+  }
   length_ += n;
   kv_.set_length(length_);
-  cur_ ^= 1;
 }
 
 void HybridState::keep_checkpoint() {

@@ -3,12 +3,12 @@
 // full-attention layers and, per linear-attention layer, the conv state (the last K-1 pre-conv
 // input rows) and the fp32 recurrent state [value_heads][key_dim][value_dim].
 //
-// Rolling back. Every linear layer keeps two copies of its states, and a forward reads one
-// and writes the other, so the copy it did not write still holds the state from before that
-// forward (`from()`). Going back to `from()` is a swap. A forward called with
-// ForwardArgs::rollback_rows (a verify block) also logs each row's pre-conv inputs and gate
-// inputs (b, a); going back to any row inside it replays the kept rows from the old copy
-// with the same kernels, so the state equals plain decoding's bit for bit. A replay costs the
+// Rolling back. Every linear layer keeps two copies of its states. A forward called with
+// ForwardArgs::rollback_rows (a verify block) reads one copy and writes the other, so the copy
+// it did not write still holds the state from before that forward; going back there is a
+// swap. It also logs each row's pre-conv inputs and gate inputs (b, a); going back to any row
+// inside the block replays the kept rows from the old copy with the same kernels, so the
+// state equals plain decoding's bit for bit. Other forwards update the current copy in place. A replay costs the
 // recurrence of the kept rows (no projections), and nothing is copied per verified row: a
 // 27B-class state is 150 MB, a per-row snapshot of it per draft position would be that much
 // per row (../shared/qwen35-format.md §6). One more copy, the checkpoint, is kept where the
@@ -52,12 +52,13 @@ class HybridState final : public SequenceState {
 
   // --- For the model's forward ---
   KVCache& kv() { return kv_; }
-  // The states the next forward of linear layer li reads (before its rows) and writes
-  // (after them).
+  // The states a forward of linear layer li reads (before its rows) and writes (after them):
+  // the other copy when the forward may be rolled back (keep_old), else the same one (in
+  // place: a decode step then reads and writes each state line once, not twice).
   const float* conv_in(int li) const { return layers_[size_t(li)].conv[cur_]; }
-  float* conv_out(int li) { return layers_[size_t(li)].conv[cur_ ^ 1]; }
+  float* conv_out(int li, bool keep_old) { return layers_[size_t(li)].conv[keep_old ? cur_ ^ 1 : cur_]; }
   const float* rec_in(int li) const { return layers_[size_t(li)].rec[cur_]; }
-  float* rec_out(int li) { return layers_[size_t(li)].rec[cur_ ^ 1]; }
+  float* rec_out(int li, bool keep_old) { return layers_[size_t(li)].rec[keep_old ? cur_ ^ 1 : cur_]; }
   // A forward of n rows that may be rolled back into (rollback_rows) logs them here:
   // begin_log(n) first, then per linear layer its pre-conv inputs [n][channels] and gate
   // inputs b, a [n][value_heads].
@@ -65,8 +66,10 @@ class HybridState final : public SequenceState {
   float* log_inputs(int li) { return log_ptr(li, 0); }
   float* log_b(int li) { return log_ptr(li, 1); }
   float* log_a(int li) { return log_ptr(li, 2); }
-  // After a forward of n rows: the written copies become current.
-  void commit(int n, bool logged);
+  // After a forward of n rows: with keep_old (rollback_rows) the written copies become
+  // current and the old ones, with the log, reach back into the block; without, the state was
+  // updated in place and only its new length and the checkpoint are reachable.
+  void commit(int n, bool keep_old);
 
  private:
   struct Linear {

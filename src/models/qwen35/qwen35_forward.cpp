@@ -95,7 +95,7 @@ void Qwen35Model::attention_layer(const HybridLayer& w, int slot, std::span<Sequ
   be.matmul(att, N, w.mlp.wo, h);
 }
 
-void Qwen35Model::linear_layer(const HybridLayer& w, int slot, std::span<SequenceRows> batch, int N, bool log) const {
+void Qwen35Model::linear_layer(const HybridLayer& w, int slot, std::span<SequenceRows> batch, int N) const {
   const Backend& be = *backend_;
   const auto& L = cfg_.linear;
   const size_t n = size_t(N), C = size_t(L.channels()), nv = size_t(L.value_heads);
@@ -113,16 +113,17 @@ void Qwen35Model::linear_layer(const HybridLayer& w, int slot, std::span<Sequenc
     const int rows = s.rows.n;
     if (rows == 0) continue;
     auto& st = static_cast<HybridState&>(*s.state);
-    if (log && s.rows.rollback_rows) {
+    const bool keep_old = s.rows.rollback_rows;
+    if (keep_old) {
       std::memcpy(st.log_inputs(slot), m + r * C, sizeof(float) * C * size_t(rows));
       std::memcpy(st.log_b(slot), b + r * nv, sizeof(float) * nv * size_t(rows));
       std::memcpy(st.log_a(slot), a + r * nv, sizeof(float) * nv * size_t(rows));
     }
     be.short_conv({m + r * C, rows, int(C), L.conv_kernel, w.conv.data(), st.conv_in(slot), cv + r * C});
-    be.roll_conv_state(st.conv_in(slot), m + r * C, rows, int(C), L.conv_kernel, st.conv_out(slot));
+    be.roll_conv_state(st.conv_in(slot), m + r * C, rows, int(C), L.conv_kernel, st.conv_out(slot, keep_old));
     be.gated_delta_net({cv + r * C, b + r * nv, a + r * nv, z + r * vd, rows, L.key_heads, L.value_heads, L.key_dim,
                         L.value_dim, w.neg_a.data(), w.dt_bias.data(), w.ssm_norm.data(), float(cfg_.rms_eps),
-                        st.rec_in(slot), st.rec_out(slot), y + r * vd});
+                        st.rec_in(slot), st.rec_out(slot, keep_old), y + r * vd});
     r += size_t(rows);
   }
   be.matmul(y, N, w.out_proj, h);
@@ -147,7 +148,6 @@ void Qwen35Model::forward_batch(std::span<SequenceRows> batch) const {
   const int H = c.hidden, half = c.rope_dims / 2;
   // Check every sequence before any state changes.
   size_t N = 0;
-  bool log = false;
   for (const SequenceRows& s : batch) {
     auto* st = dynamic_cast<HybridState*>(s.state);
     if (!st) throw Error("forward: a sequence state that this model did not make");
@@ -162,7 +162,6 @@ void Qwen35Model::forward_batch(std::span<SequenceRows> batch) const {
         throw Error("token id " + std::to_string(s.rows.tokens[i]) + " is outside the vocabulary (size " +
                     std::to_string(c.vocab) + ")");
     N += size_t(s.rows.n);
-    log = log || (s.rows.rollback_rows && s.rows.n > 0);
   }
   if (N == 0) return;
   for (const SequenceRows& s : batch)
@@ -194,7 +193,7 @@ void Qwen35Model::forward_batch(std::span<SequenceRows> batch) const {
     const HybridLayer& w = layers_[size_t(l)];
     be.rmsnorm(x, int(N), H, w.mlp.attn_norm.data(), d.eps, h);
     if (w.kind == LayerKind::Attention) attention_layer(w, slot_[size_t(l)], batch, int(N));
-    else linear_layer(w, slot_[size_t(l)], batch, int(N), log);
+    else linear_layer(w, slot_[size_t(l)], batch, int(N));
     be.add(x, h, N * H);
     mlp_residual(be, w.mlp, d, x, int(N), h, g, u);
 

@@ -46,7 +46,7 @@ class Qwen35Model final : public TargetModel, private LinearReplay {
   // Checks the loaded shapes against the config and builds the layer index maps.
   void finish_load();
   void attention_layer(const HybridLayer& w, int slot, std::span<SequenceRows> batch, int N) const;
-  void linear_layer(const HybridLayer& w, int slot, std::span<SequenceRows> batch, int N, bool log) const;
+  void linear_layer(const HybridLayer& w, int slot, std::span<SequenceRows> batch, int N) const;
 
   ModelConfig cfg_;
   std::shared_ptr<Backend> backend_;
