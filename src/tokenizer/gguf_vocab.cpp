@@ -12,6 +12,10 @@ namespace {
 
 constexpr const char* kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5's: letters may carry combining marks, which the punctuation run then excludes
+// (llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN35, "original regex from tokenizer.json").
+constexpr const char* kQwen35Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -20,6 +24,10 @@ constexpr const char* kLlama3Regex =
 bool vocab_pre_tokenizer(const std::string& pre, std::string& regex, bool& nfc, bool& ignore_merges) {
   if (pre == "qwen2") {
     regex = kQwen2Regex, nfc = true, ignore_merges = false;
+    return true;
+  }
+  if (pre == "qwen35") {
+    regex = kQwen35Regex, nfc = true, ignore_merges = false;
     return true;
   }
   if (pre == "llama-bpe" || pre == "llama3") {
@@ -31,6 +39,7 @@ bool vocab_pre_tokenizer(const std::string& pre, std::string& regex, bool& nfc, 
 
 std::string vocab_pre_name(const std::string& regex, bool nfc) {
   if (regex == kQwen2Regex && nfc) return "qwen2";
+  if (regex == kQwen35Regex && nfc) return "qwen35";
   if (regex == kLlama3Regex && !nfc) return "llama-bpe";
   return "";
 }
@@ -42,7 +51,7 @@ Tokenizer Tokenizer::from_vocab(const VocabSpec& spec, const std::string& origin
   std::string regex;
   bool nfc = false, ignore_merges = false;
   if (!vocab_pre_tokenizer(spec.pre, regex, nfc, ignore_merges))
-    throw file_error(origin, "tokenizer.ggml.pre '" + spec.pre + "' is not supported (supported: qwen2, llama-bpe)");
+    throw file_error(origin, "tokenizer.ggml.pre '" + spec.pre + "' is not supported (supported: qwen2, qwen35, llama-bpe)");
   if (!spec.token_types.empty() && spec.token_types.size() != spec.tokens.size())
     throw file_error(origin, "tokenizer.ggml.token_type has " + std::to_string(spec.token_types.size()) +
                                  " entries for " + std::to_string(spec.tokens.size()) + " tokens");

@@ -13,7 +13,7 @@ enum class VocabTokenType : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Co
 
 struct VocabSpec {
   std::string model;  // tokenizer.ggml.model: only "gpt2" (byte-level BPE)
-  std::string pre;    // tokenizer.ggml.pre: "qwen2", "llama-bpe" (and its alias "llama3")
+  std::string pre;    // tokenizer.ggml.pre: "qwen2", "qwen35", "llama-bpe" (and its alias "llama3")
   std::vector<std::string> tokens;    // ByteLevel text, as in tokenizer.json's vocab
   std::vector<int32_t> token_types;   // empty: all normal
   std::vector<std::string> merges;    // "left right", in rank order
