@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "models/gguf_weights.h"
 #include "util/error.h"
 
 namespace dflash {
@@ -17,6 +16,28 @@ bool gguf_wtype(uint32_t ggml, WType& out) {
     case GgmlType::Q4_K: out = WType::Q4_K; return true;
     case GgmlType::Q6_K: out = WType::Q6_K; return true;
     default: return false;
+  }
+}
+
+GgmlType ggml_type_of(WType t) {
+  switch (t) {
+    case WType::F32: return GgmlType::F32;
+    case WType::F16: return GgmlType::F16;
+    case WType::BF16: return GgmlType::BF16;
+    case WType::Q8_0: return GgmlType::Q8_0;
+    case WType::Q4_0: return GgmlType::Q4_0;
+    default: throw Error(std::string("convert: no GGUF type for ") + wtype_name(t));
+  }
+}
+
+uint32_t gguf_file_type(WType t) {
+  switch (t) {
+    case WType::F32: return 0;
+    case WType::F16: return 1;
+    case WType::Q4_0: return 2;
+    case WType::Q8_0: return 7;
+    case WType::BF16: return 32;
+    default: return 0;
   }
 }
 

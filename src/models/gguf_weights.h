@@ -14,6 +14,11 @@ namespace dflash {
 
 // The kernels' format for a ggml tensor type; false for a type they cannot read.
 bool gguf_wtype(uint32_t ggml_type, WType& out);
+// The inverse for the formats `dflash convert` writes (f32, f16, bf16, q8_0, q4_0); throws
+// for others.
+GgmlType ggml_type_of(WType t);
+// llama.cpp's general.file_type number (LLAMA_FTYPE_*) for a file mostly of type t.
+uint32_t gguf_file_type(WType t);
 
 // llama.cpp's converter reorders the q/k rows of llama-architecture models inside each head
 // (rotate-half pairs (i, i+hd/2) become adjacent rows (2i, 2i+1)) because its llama RoPE is

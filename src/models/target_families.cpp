@@ -14,8 +14,13 @@ namespace dflash {
 // general.architecture "qwen35"; everything else goes to the dense decoders, whose loader
 // reads both formats and names the supported architectures when a checkpoint is none of them.
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& path, LoadOptions opt) {
-  if (!has_gguf_suffix(path) && file_exists(path + "/config.json") &&
-      is_qwen35_config(read_json_file(path + "/config.json")))
+  if (has_gguf_suffix(path)) {
+    // Opening the file twice costs a mapping, not a read; a malformed file fails here with the
+    // reader's own message, as it would in the dense loader.
+    if (GgufFile(path).get_string("general.architecture") == "qwen35") return Qwen35Model::load(path, std::move(opt));
+    return DenseModel::load(path, std::move(opt));
+  }
+  if (file_exists(path + "/config.json") && is_qwen35_config(read_json_file(path + "/config.json")))
     return Qwen35Model::load(path, std::move(opt));
   return DenseModel::load(path, std::move(opt));
 }

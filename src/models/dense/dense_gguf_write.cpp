@@ -28,29 +28,6 @@ namespace dflash {
 
 namespace {
 
-GgmlType ggml_of(WType t) {
-  switch (t) {
-    case WType::F32: return GgmlType::F32;
-    case WType::F16: return GgmlType::F16;
-    case WType::BF16: return GgmlType::BF16;
-    case WType::Q8_0: return GgmlType::Q8_0;
-    case WType::Q4_0: return GgmlType::Q4_0;
-    default: throw Error(std::string("convert: no GGUF type for ") + wtype_name(t));
-  }
-}
-
-// llama.cpp's general.file_type numbering (LLAMA_FTYPE_*).
-uint32_t file_type_of(WType t) {
-  switch (t) {
-    case WType::F32: return 0;
-    case WType::F16: return 1;
-    case WType::Q4_0: return 2;
-    case WType::Q8_0: return 7;
-    case WType::BF16: return 32;
-    default: return 0;
-  }
-}
-
 std::vector<uint8_t> matrix_bytes(const WeightMatrix& w, int64_t qk_head_dim) {
   const size_t rb = row_bytes(w.type, w.cols);
   std::vector<uint8_t> out(rb * size_t(w.rows));
@@ -90,7 +67,7 @@ void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::st
   const std::string a = arch + ".";
   w.add("general.architecture", GgufValue::str(arch));
   w.add("general.name", GgufValue::str(name));
-  w.add("general.file_type", GgufValue::u32(file_type_of(type)));
+  w.add("general.file_type", GgufValue::u32(gguf_file_type(type)));
   if (type == WType::Q8_0 || type == WType::Q4_0) w.add("general.quantization_version", GgufValue::u32(2));
   w.add(a + "vocab_size", GgufValue::u32(uint32_t(c.vocab)));
   w.add(a + "context_length", GgufValue::u32(uint32_t(c.max_position)));
@@ -124,7 +101,7 @@ void write_gguf(const ModelConfig& c, const GgufTensorSource& src, const std::st
 
   auto mat = [&](const std::string& gguf, const std::string& hf, int64_t rows, int64_t cols, WType t, int64_t pm) {
     const WeightMatrix m = src.matrix(hf, rows, cols, t);
-    w.add_tensor(gguf, {cols, rows}, ggml_of(t), matrix_bytes(m, pm));
+    w.add_tensor(gguf, {cols, rows}, ggml_type_of(t), matrix_bytes(m, pm));
   };
   auto vec = [&](const std::string& gguf, const std::string& hf, int64_t n, int64_t pm) {
     std::vector<float> v = src.vector(hf, n);

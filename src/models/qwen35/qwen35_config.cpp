@@ -2,8 +2,11 @@
 
 #include <cmath>
 
+#include "formats/gguf.h"
 #include "formats/json_file.h"
 #include "kernels/gated_delta_rows.h"
+#include "models/gguf_tokenizer.h"
+#include "models/qwen35/qwen35_tensors.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -25,6 +28,20 @@ std::string model_type(const nlohmann::json& j) {
 int optional_int(const nlohmann::json& j, const char* key, int dflt, const std::string& origin) {
   if (!j.contains(key) || j[key].is_null()) return dflt;
   return config_int(j, key, origin);
+}
+
+// What the forward needs of the linear layers' shape, whichever file it came from (the key
+// names say which of the file's keys to blame).
+void check_linear_shape(const ModelConfig& c, const std::string& origin, const char* value_heads_key,
+                        const char* key_heads_key) {
+  const auto& L = c.linear;
+  if (L.key_heads <= 0 || L.value_heads % L.key_heads != 0)
+    throw file_error(origin, std::string(value_heads_key) + " (" + std::to_string(L.value_heads) + ") must be a multiple of " +
+                                 key_heads_key + " (" + std::to_string(L.key_heads) + ")");
+  for (int d : {L.key_dim, L.value_dim, c.head_dim})
+    if (d > gdn::kMaxHeadDim)
+      throw file_error(origin, "a head dim of " + std::to_string(d) + " is over the supported " +
+                                   std::to_string(gdn::kMaxHeadDim));
 }
 
 }  // namespace
@@ -82,13 +99,7 @@ ModelConfig qwen35_config_from_json(const nlohmann::json& root, const std::strin
   L.key_dim = config_int(j, "linear_key_head_dim", origin);
   L.value_dim = config_int(j, "linear_value_head_dim", origin);
   L.conv_kernel = optional_int(j, "linear_conv_kernel_dim", 4, origin);
-  if (L.value_heads % L.key_heads != 0)
-    throw file_error(origin, "linear_num_value_heads (" + std::to_string(L.value_heads) +
-                                 ") must be a multiple of linear_num_key_heads (" + std::to_string(L.key_heads) + ")");
-  for (int d : {L.key_dim, L.value_dim, c.head_dim})
-    if (d > gdn::kMaxHeadDim)
-      throw file_error(origin, "a head dim of " + std::to_string(d) + " is over the supported " +
-                                   std::to_string(gdn::kMaxHeadDim));
+  check_linear_shape(c, origin, "linear_num_value_heads", "linear_num_key_heads");
 
   // layer_types when present, else full attention every full_attention_interval layers (§1.2).
   if (j.contains("layer_types") && !j["layer_types"].is_null()) {
@@ -114,6 +125,91 @@ ModelConfig qwen35_config_from_folder(const std::string& dir) {
       read_token_ids(g["eos_token_id"], c.eos_ids);
     }
   }
+  return c;
+}
+
+namespace {
+
+int gguf_positive(const GgufFile& f, const std::string& key, std::optional<int> dflt = std::nullopt) {
+  const auto v = f.get_int(key);
+  if (!v) {
+    if (dflt) return *dflt;
+    throw file_error(f.path(), "missing metadata key '" + key + "'");
+  }
+  if (*v <= 0 || *v > (1 << 24)) throw file_error(f.path(), "metadata key '" + key + "' must be a positive integer");
+  return int(*v);
+}
+
+}  // namespace
+
+// llama.cpp's qwen35 metadata (its converter's set_gguf_parameters, its loader's
+// load_arch_hparams): the dense keys, ssm.* for the linear layers, the layer pattern.
+ModelConfig qwen35_config_from_gguf(const GgufFile& f) {
+  const std::string& origin = f.path();
+  const auto arch = f.get_string("general.architecture");
+  if (arch != "qwen35") throw file_error(origin, "general.architecture is not 'qwen35'");
+  const std::string a = "qwen35.";
+  ModelConfig c;
+  c.architecture = "Qwen3_5ForCausalLM";
+  c.hidden = gguf_positive(f, a + "embedding_length");
+  // block_count also counts the MTP blocks appended after the trunk (nextn_predict_layers).
+  const int blocks = gguf_positive(f, a + "block_count");
+  const int mtp = int(f.get_int(a + "nextn_predict_layers").value_or(0));
+  if (mtp < 0 || mtp >= blocks) throw file_error(origin, "metadata key '" + a + "nextn_predict_layers' is out of range");
+  c.n_layers = blocks - mtp;
+  c.n_heads = gguf_positive(f, a + "attention.head_count");
+  c.n_kv_heads = gguf_positive(f, a + "attention.head_count_kv", c.n_heads);
+  c.head_dim = gguf_positive(f, a + "attention.key_length", c.hidden / c.n_heads);
+  if (gguf_positive(f, a + "attention.value_length", c.head_dim) != c.head_dim)
+    throw file_error(origin, "attention.value_length differs from attention.key_length (not supported)");
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw file_error(origin, "attention.head_count must be a multiple of attention.head_count_kv");
+  c.ffn = gguf_positive(f, a + "feed_forward_length");
+  c.rms_eps = f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-6);
+  c.rope_theta = f.get_float(a + "rope.freq_base").value_or(10000.0);
+  c.max_position = gguf_positive(f, a + "context_length", 262144);
+  c.rope_dims = gguf_positive(f, a + "rope.dimension_count", c.head_dim);
+  if (c.rope_dims < 2 || c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
+    throw file_error(origin, "rope.dimension_count " + std::to_string(c.rope_dims) + " for key_length " +
+                                 std::to_string(c.head_dim) + " (need an even count >= 2, at most key_length)");
+
+  auto& L = c.linear;
+  L.conv_kernel = gguf_positive(f, a + "ssm.conv_kernel");
+  L.key_dim = gguf_positive(f, a + "ssm.state_size");
+  L.key_heads = gguf_positive(f, a + "ssm.group_count");
+  L.value_heads = gguf_positive(f, a + "ssm.time_step_rank");
+  const int inner = gguf_positive(f, a + "ssm.inner_size");
+  if (inner % L.value_heads != 0)
+    throw file_error(origin, "ssm.inner_size (" + std::to_string(inner) + ") is not a multiple of ssm.time_step_rank (" +
+                                 std::to_string(L.value_heads) + ")");
+  L.value_dim = inner / L.value_heads;
+  check_linear_shape(c, origin, "ssm.time_step_rank", "ssm.group_count");
+
+  // Per-layer flags when the pattern is given, else full attention every interval layers.
+  if (const GgufValue* r = f.find(a + "attention.recurrent_layers")) {
+    if (r->type != GgufValueType::ARRAY || r->items.size() < size_t(c.n_layers) ||
+        (!r->items.empty() && !r->items[0].is_int() && r->items[0].type != GgufValueType::BOOL))
+      throw file_error(origin, "metadata key '" + a + "attention.recurrent_layers' must be an array of " +
+                                   std::to_string(blocks) + " flags");
+    for (int l = 0; l < c.n_layers; ++l)
+      c.layer_kinds.push_back(r->items[size_t(l)].u ? LayerKind::LinearAttention : LayerKind::Attention);
+  } else {
+    const int every = gguf_positive(f, a + "full_attention_interval", 4);
+    for (int l = 0; l < c.n_layers; ++l)
+      c.layer_kinds.push_back((l + 1) % every == 0 ? LayerKind::Attention : LayerKind::LinearAttention);
+  }
+
+  const TensorNaming naming = gguf_tensor_naming();
+  const std::string emb_name = tensor_name(qwen35_tensor(Qwen35Role::Embed), naming);
+  const GgufTensor* emb = f.tensor(emb_name);
+  if (!emb) throw file_error(origin, "missing tensor '" + emb_name + "'");
+  if (emb->ne.size() < 2 || emb->ne[1] > (1 << 24)) throw file_error(origin, "tensor '" + emb_name + "' is not a matrix");
+  c.vocab = int(emb->ne[1]);
+  c.tie_embeddings = f.tensor(tensor_name(qwen35_tensor(Qwen35Role::LmHead), naming)) == nullptr;
+  if (auto e = gguf_token_id(f, "tokenizer.ggml.eos_token_id")) c.eos_ids.push_back(*e);
+  if (auto e = gguf_token_id(f, "tokenizer.ggml.eot_token_id"); e && (c.eos_ids.empty() || c.eos_ids[0] != *e))
+    c.eos_ids.push_back(*e);
+  if (auto b = gguf_token_id(f, "tokenizer.ggml.bos_token_id")) c.bos_id = *b;
   return c;
 }
 

@@ -4,6 +4,7 @@
 // text-only form (Qwen3_5ForCausalLM), into a ModelConfig with its linear-attention shape.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "models/model_config.h"
 
@@ -15,6 +16,10 @@ bool is_qwen35_config(const nlohmann::json& root);
 ModelConfig qwen35_config_from_json(const nlohmann::json& root, const std::string& origin);
 // config.json, with generation_config.json's eos ids when present.
 ModelConfig qwen35_config_from_folder(const std::string& dir);
+
+class GgufFile;
+// A llama.cpp GGUF file of architecture qwen35 (general.architecture "qwen35").
+ModelConfig qwen35_config_from_gguf(const GgufFile& f);
 
 // RoPE inverse frequencies of the rotated dims, computed in fp32 as the format says
 // (1 / theta^(2i/R), i < R/2), held as doubles for the backend's table op.

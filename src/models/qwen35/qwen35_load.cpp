@@ -1,10 +1,11 @@
-// Building a Qwen35Model: from a Hugging Face folder (multimodal, text-only or MLX form), or
-// with random weights of a given shape.
+// Building a Qwen35Model: from a Hugging Face folder (multimodal, text-only or MLX form), from
+// a llama.cpp GGUF file (architecture qwen35), or with random weights of a given shape.
 #include <cstdio>
 
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "models/dense/dense_tensors.h"
+#include "models/gguf_weights.h"
 #include "models/qwen35/qwen35_config.h"
 #include "models/qwen35/qwen35_model.h"
 #include "models/weight_loader.h"
@@ -62,6 +63,37 @@ struct Qwen35Loader {
     } else {
       throw missing_lm_head(dir);
     }
+    be.prepare_weight(m->lm_head_);
+    m->finish_load();
+    return m;
+  }
+
+  // A GGUF file as llama.cpp's converter writes it (../shared/qwen35-format.md §2.5): the
+  // zero-centered norms hold 1 + w, ssm_a holds -exp(A_log), the conv is [channels][kernel],
+  // value heads are tiled (put back in grouped order here, so the forward is the folder's).
+  // Matrices in a type the kernels read stay in the mapping unless reordered or converted.
+  static std::unique_ptr<Qwen35Model> load_gguf(const std::string& path, LoadOptions& opt) {
+    auto file = std::make_shared<GgufFile>(path);
+    auto m = std::make_unique<Qwen35Model>();
+    m->backend_ = backend_of(opt);
+    m->cfg_ = qwen35_config_from_gguf(*file);
+    m->storage_ = file;
+    const ModelConfig& c = m->cfg_;
+    const GgufWeights src(*file);
+    const TensorNaming naming = gguf_tensor_naming();
+    Qwen35Storage storage;
+    storage.norms_plus_one = storage.stores_neg_a = true;
+    storage.tiled_key_heads = c.linear.key_heads;
+    const TensorDims dims = qwen35_dims(c);
+    const Backend& be = *m->backend_;
+    const TensorSpec<Qwen35Role>& embed = qwen35_tensor(Qwen35Role::Embed);
+    m->embed_ = read_matrix(src, embed, naming, dims, opt.weights);
+    for (int l = 0; l < c.n_layers; ++l)
+      m->layers_.push_back(read_hybrid_layer(be, src, naming, l, c.layer_kinds[size_t(l)], dims, storage, opt.weights));
+    m->final_norm_ = centered_norm(read_vector(src, qwen35_tensor(Qwen35Role::FinalNorm), naming, dims), storage);
+    // No output.weight: llama.cpp's tied head, the embedding read as a matrix.
+    m->lm_head_ = c.tie_embeddings ? src.matrix(tensor_name(embed, naming), c.vocab, c.hidden, opt.weights, 0)
+                                   : read_matrix(src, qwen35_tensor(Qwen35Role::LmHead), naming, dims, opt.weights);
     be.prepare_weight(m->lm_head_);
     m->finish_load();
     return m;
@@ -133,7 +165,7 @@ struct Qwen35Loader {
 };
 
 std::unique_ptr<Qwen35Model> Qwen35Model::load(const std::string& path, LoadOptions opt) {
-  if (has_gguf_suffix(path)) throw Error(path + ": Qwen3.5 GGUF files are not read yet");
+  if (has_gguf_suffix(path)) return Qwen35Loader::load_gguf(path, opt);
   return Qwen35Loader::load(path, opt);
 }
 

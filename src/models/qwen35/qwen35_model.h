@@ -21,7 +21,8 @@ namespace dflash {
 
 class Qwen35Model final : public TargetModel, private LinearReplay {
  public:
-  // A Hugging Face folder (multimodal or text-only form, or an MLX conversion).
+  // A Hugging Face folder (multimodal or text-only form, or an MLX conversion), or a
+  // llama.cpp GGUF file of architecture qwen35.
   static std::unique_ptr<Qwen35Model> load(const std::string& path, LoadOptions opt);
   // Random weights of a given shape (benchmarks of real shapes without any file).
   static std::unique_ptr<Qwen35Model> random(const ModelConfig& cfg, WType weights, uint64_t seed,

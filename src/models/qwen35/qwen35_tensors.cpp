@@ -66,6 +66,23 @@ std::vector<float> centered_norm(std::vector<float> w, const Qwen35Storage& stor
   return w;
 }
 
+void reorder_layer_v_heads(HybridLayer& w, int key_heads, const TensorDims& dims, VHeadOrder to,
+                           std::optional<WType> type) {
+  if (w.kind != LayerKind::LinearAttention) return;
+  const int nv = int(dims[Dim::LinValueHeads]);
+  const int64_t dv = dims[Dim::LinHeadDim], C = dims[Dim::LinChannels];
+  const VHeadSpan heads{0, dv, key_heads, nv}, scalars{0, 1, key_heads, nv}, qkv_v{C - nv * dv, dv, key_heads, nv};
+  auto rows = [&](WeightMatrix& m, const VHeadSpan& s) { m = reorder_v_rows(m, s, to, type.value_or(m.type)); };
+  rows(w.in_qkv, qkv_v);  // q and k rows are per key head and stay
+  rows(w.in_z, heads);
+  rows(w.in_b, scalars);
+  rows(w.in_a, scalars);
+  w.out_proj = reorder_v_columns(w.out_proj, heads, to, type.value_or(w.out_proj.type));
+  w.conv = reorder_v_heads(w.conv, qkv_v, to, dims[Dim::ConvKernel]);  // [channels][kernel]: a channel's taps move together
+  w.neg_a = reorder_v_heads(w.neg_a, scalars, to);
+  w.dt_bias = reorder_v_heads(w.dt_bias, scalars, to);
+}
+
 HybridLayer read_hybrid_layer(const Backend& be, const TensorSource& src, const TensorNaming& naming, int layer,
                               LayerKind kind, const TensorDims& dims, const Qwen35Storage& storage,
                               std::optional<WType> type) {
@@ -123,6 +140,7 @@ HybridLayer read_hybrid_layer(const Backend& be, const TensorSource& src, const 
       default: break;
     }
   }
+  if (storage.tiled_key_heads > 0) reorder_layer_v_heads(w, storage.tiled_key_heads, dims, VHeadOrder::Grouped);
   for (WeightMatrix* m : {&w.mlp.wq, &w.mlp.wk, &w.mlp.wv, &w.mlp.wo, &w.mlp.gate, &w.mlp.up, &w.mlp.down, &w.in_qkv,
                           &w.in_z, &w.in_b, &w.in_a, &w.out_proj})
     if (m->rows > 0) be.prepare_weight(*m);

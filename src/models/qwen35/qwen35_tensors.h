@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "models/dense/decoder_blocks.h"
 #include "models/model_config.h"
+#include "models/qwen35/qwen35_head_order.h"
 #include "models/tensor_table.h"
 
 namespace dflash {
@@ -42,12 +43,19 @@ struct HybridLayer {
 struct Qwen35Storage {
   bool norms_plus_one = false;  // zero-centered norms already hold 1 + w (MLX, GGUF)
   bool stores_neg_a = false;    // ssm_a = -exp(A_log) instead of A_log (GGUF)
+  int tiled_key_heads = 0;      // > 0: value heads in GGUF's tiled order over this many key heads
 };
 
 // Reads layer `layer` of kind `kind` and prepares its matrices for the backend.
 HybridLayer read_hybrid_layer(const Backend& be, const TensorSource& src, const TensorNaming& naming, int layer,
                               LayerKind kind, const TensorDims& dims, const Qwen35Storage& storage,
                               std::optional<WType> type);
+
+// Puts a linear layer's value heads (in_qkv's v rows, in_z, in_b, in_a rows, out_proj columns,
+// the conv's v channels, neg_a, dt_bias) in order `to`, from the other order, with nk key
+// heads. type: the matrices' new format (nullopt: each keeps its own).
+void reorder_layer_v_heads(HybridLayer& w, int key_heads, const TensorDims& dims, VHeadOrder to,
+                           std::optional<WType> type = std::nullopt);
 
 // A zero-centered norm's weight as the kernels use it (1 + w, unless already stored so).
 std::vector<float> centered_norm(std::vector<float> w, const Qwen35Storage& storage);
