@@ -20,6 +20,8 @@
 #include "formats/gguf.h"
 #include "kernels/kernels.h"
 #include "models/dense/dense_gguf_write.h"
+#include "models/qwen35/qwen35_gguf_write.h"
+#include "models/tensor_table.h"
 #include "models/model_files.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
@@ -60,6 +62,24 @@ struct RandomWeights {
   static std::vector<float> vector(const std::string& name, int64_t n) {
     const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
     return std::vector<float>(size_t(n), bias ? 0.0f : 1.0f);  // norms 1, biases 0
+  }
+};
+
+// The same noise for a Qwen3.5 hybrid, named as in a GGUF file (what write_qwen35_gguf reads):
+// norms 1 (stored as 1 + w), ssm_a -0.3 (a decay of about 0.8 per token, so the recurrent state
+// stays finite), dt biases 0, the conv kernel small noise.
+struct RandomQwen35Source final : TensorSource {
+  bool contains(const std::string&) const override { return true; }
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, std::optional<WType> type,
+                      int64_t) const override {
+    return RandomWeights::matrix(name, rows, cols, type.value_or(WType::BF16));
+  }
+  std::vector<float> vector(const std::string& name, int64_t n) const override {
+    const auto ends = [&](const char* tail) {
+      const size_t k = std::strlen(tail);
+      return name.size() >= k && name.compare(name.size() - k, k, tail) == 0;
+    };
+    return std::vector<float>(size_t(n), ends("ssm_a") ? -0.3f : ends(".bias") ? 0.0f : 1.0f);
   }
 };
 
@@ -325,10 +345,17 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& o) {
         TempFile tmp{temp_dir() + "/dflash-vs-llamacpp-" + std::to_string(::getpid()) + "-" + s + "-" + wtype_name(wt) +
                      ".gguf"};
         std::fprintf(stderr, "[%s %s] writing random-weight GGUF %s\n", s.c_str(), wtype_name(wt), tmp.path.c_str());
-        GgufTensorSource src;
-        src.matrix = &RandomWeights::matrix;
-        src.vector = &RandomWeights::vector;
-        write_gguf(cfg, src, tok_dir, s + "-random", tmp.path, wt);
+        if (!cfg.layer_kinds.empty() && cfg.linear.key_heads > 0) {  // a Qwen3.5 hybrid shape
+          Qwen35Storage stored;
+          stored.norms_plus_one = stored.stores_neg_a = true;  // as a GGUF file holds them
+          write_qwen35_gguf(cfg, nlohmann::json::object(), RandomQwen35Source{}, gguf_tensor_naming(), stored,
+                            "output.weight", tok_dir, s + "-random", tmp.path, wt);
+        } else {
+          GgufTensorSource src;
+          src.matrix = &RandomWeights::matrix;
+          src.vector = &RandomWeights::vector;
+          write_gguf(cfg, src, tok_dir, s + "-random", tmp.path, wt);
+        }
         rows.push_back(measure(root, s, tmp.path, o.prompt_tokens, o.gen_tokens, o.rounds, pool, bw, rate));
       }
   }

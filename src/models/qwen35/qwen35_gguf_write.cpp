@@ -103,27 +103,18 @@ void add_hparams(GgufWriter& w, const ModelConfig& c, const nlohmann::json& tc, 
 
 }  // namespace
 
-void convert_qwen35_to_gguf(const std::string& dir, const std::string& out, WType type) {
+void write_qwen35_gguf(const ModelConfig& c, const nlohmann::json& tc, const TensorSource& src,
+                       const TensorNaming& naming, const Qwen35Storage& storage, const std::string& head_name,
+                       const std::string& tokenizer_dir, const std::string& name, const std::string& out, WType type) {
   if (type != WType::BF16 && type != WType::Q8_0 && type != WType::Q4_0 && type != WType::F32 && type != WType::F16)
     throw Error("convert: --type must be bf16, q8_0, q4_0, f16 or f32");
-  const ModelConfig c = qwen35_config_from_folder(dir);
-  const nlohmann::json root = read_json_file(dir + "/config.json");
   const auto& L = c.linear;
-  if (L.key_dim != L.value_dim || c.head_dim < 32)
-    std::fprintf(stderr, "dflash: convert: note: llama.cpp's qwen35 needs linear key dim == value dim (%d, %d) and "
-                 "head_dim >= 32 (%d); dflash reads the file either way\n", L.key_dim, L.value_dim, c.head_dim);
-  const TensorStore store = TensorStore::open_folder(dir);
-  WeightLoader src(store, dir);
-  const TensorSpec<Qwen35Role>& embed = qwen35_tensor(Qwen35Role::Embed);
-  const std::string p = src.detect_prefix(embed.hf);
-  Qwen35Storage storage;
-  storage.norms_plus_one = p == "language_model.model.";  // the MLX form, as the folder loader says
-  const TensorNaming hf = hf_tensor_naming(p), gguf = gguf_tensor_naming();
+  const TensorNaming& hf = naming;
+  const TensorNaming gguf = gguf_tensor_naming();
   const TensorDims dims = qwen35_dims(c);
-
   GgufWriter w;
-  add_hparams(w, c, text_config(root), type, basename_of(dir));
-  write_gguf_tokenizer(w, dir, c);
+  add_hparams(w, c, tc, type, name);
+  write_gguf_tokenizer(w, tokenizer_dir, c);
 
   // Gathered rows (the embedding) keep 16 bits, as the dense writer does, so the GGUF and
   // the folder embed identically; a tied head in a quantized file is written as the head.
@@ -145,10 +136,8 @@ void convert_qwen35_to_gguf(const std::string& dir, const std::string& out, WTyp
       } else if (t.role == R::FinalNorm) {
         put_vector(centered_norm(read_vector(src, t, hf, dims), storage));
       } else if (t.role == R::LmHead) {
-        const std::string head = find_hf_lm_head(src, p);
         if (!c.tie_embeddings) {
-          if (head.empty()) throw missing_lm_head(dir);
-          put_matrix(src.matrix(head, shape[0], shape[1], std::nullopt, 0), type);
+          put_matrix(src.matrix(head_name, shape[0], shape[1], std::nullopt, 0), type);
         } else if (type != emb_type) {
           put_matrix(src.matrix(tensor_name(qwen35_tensor(R::Embed), hf), shape[0], shape[1], std::nullopt, 0), type);
         }
@@ -192,6 +181,23 @@ void convert_qwen35_to_gguf(const std::string& dir, const std::string& out, WTyp
     }
   });
   w.write(out);
+}
+
+void convert_qwen35_to_gguf(const std::string& dir, const std::string& out, WType type) {
+  const ModelConfig c = qwen35_config_from_folder(dir);
+  const nlohmann::json root = read_json_file(dir + "/config.json");
+  const auto& L = c.linear;
+  if (L.key_dim != L.value_dim || c.head_dim < 32)
+    std::fprintf(stderr, "dflash: convert: note: llama.cpp's qwen35 needs linear key dim == value dim (%d, %d) and "
+                 "head_dim >= 32 (%d); dflash reads the file either way\n", L.key_dim, L.value_dim, c.head_dim);
+  const TensorStore store = TensorStore::open_folder(dir);
+  WeightLoader src(store, dir);
+  const std::string p = src.detect_prefix(qwen35_tensor(Qwen35Role::Embed).hf);
+  Qwen35Storage storage;
+  storage.norms_plus_one = p == "language_model.model.";  // the MLX form, as the folder loader says
+  const std::string head = find_hf_lm_head(src, p);
+  if (!c.tie_embeddings && head.empty()) throw missing_lm_head(dir);
+  write_qwen35_gguf(c, text_config(root), src, hf_tensor_naming(p), storage, head, dir, basename_of(dir), out, type);
 }
 
 }  // namespace dflash
