@@ -16,6 +16,10 @@ What the draft learns (z-lab released no training code; this follows the paper's
     target's whole distribution there, weighted exp(-(j-1)/decay) per row since a miss at
     row j makes every later row worthless.
   - draft layers start as copies of the target's last layers when the shapes match.
+A Qwen3.5 hybrid target (config model_type qwen3_5 / qwen3_5_text) is detected and run through
+tools/reference/qwen35.py (tools/draft_target_qwen35.py); its layers never match a draft layer,
+so start such a draft with --init-from (e.g. a draft of a dense target of the same width) or
+--init random.
 All nb blocks of a row run in one forward: block b's rows see context rows < s_b and their
 own block only (attention mask), so one target pass serves nb training blocks.
 --distill F: a fraction F of rows comes from the target's own greedy continuations of corpus
@@ -53,6 +57,7 @@ from reference.dflash2_draft import (DFlash2Draft, Draft2Config, load_draft2,  #
 from reference.dflash_loop import dflash_generate, tau  # noqa: E402
 from reference.transformer import load_hf_folder  # noqa: E402
 from make_draft import draft_config  # noqa: E402
+from draft_target_qwen35 import is_qwen35, load_target as load_qwen35_target  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------
@@ -167,7 +172,7 @@ def copy_labels(rows, preds, logp=None):
 def target_rows(target, rows, layer_ids, keep_logits=False):
     """rows [N, T] -> (taps [N, T, k*H], greedy next-token predictions [N, T], and the
     target's log-probabilities [N, T, V] if keep_logits, else None)."""
-    logits, hidden = target(rows, return_hidden=True)
+    logits, hidden = getattr(target, "batched", target)(rows, return_hidden=True)
     logp = torch.log_softmax(logits, -1) if keep_logits else None
     return torch.cat([hidden[i] for i in layer_ids], -1), logits.argmax(-1), logp
 
@@ -178,6 +183,8 @@ def cached_greedy(target, prompts, n_new, eos_ids=()):
     prompts: list of id lists of any lengths (left-padded here; pad keys are masked and each
     row's positions start at 0, so the result equals unpadded decoding). Returns id lists of
     the continuations, cut after the first eos."""
+    if hasattr(target, "greedy_batch"):  # a qwen35 target (draft_target_qwen35.py)
+        return target.greedy_batch(prompts, n_new, eos_ids)
     N, P = len(prompts), max(len(p) for p in prompts)
     pad = torch.tensor([P - len(p) for p in prompts])
     ids = torch.tensor([[0] * (P - len(p)) + list(p) for p in prompts])
@@ -283,7 +290,8 @@ def fast_dflash_generate(target, draft, prompt, max_tokens, B, eos_ids=()):
     """The loop of reference/dflash_loop.dflash_generate with KV caches (target) and
     incrementally projected context rows (draft); same steps, same bookkeeping. Its output
     is checked against the reference loop on some prompts wherever it is used."""
-    ct = CachedTarget(target, len(prompt) + max_tokens + B + 1, draft.cfg.target_layer_ids)
+    ct = getattr(target, "cached", lambda *a: CachedTarget(target, *a))(
+        len(prompt) + max_tokens + B + 1, draft.cfg.target_layer_ids)
     embed, head = target.embed_tokens.weight, target.output_weight()
     logits, feats = ct.forward(list(prompt), 0)
     ctx = draft.context(feats)
@@ -598,12 +606,15 @@ def main():
     torch.manual_seed(a.seed)
     t_start = time.time()
 
-    tcfg, target = load_hf_folder(a.target, torch.float32)
+    if is_qwen35(a.target):  # Qwen3.5 hybrid: reference/qwen35.py behind the same interface
+        tcfg, target = load_qwen35_target(a.target)
+    else:
+        tcfg, target = load_hf_folder(a.target, torch.float32)
     for p in target.parameters():
         p.requires_grad_(False)
     with open(os.path.join(a.target, "config.json")) as f:
         tjson = json.load(f)
-    eos = tjson.get("eos_token_id")
+    eos = tjson.get("eos_token_id", tjson.get("text_config", {}).get("eos_token_id"))
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     gpath = os.path.join(a.target, "generation_config.json")
     if os.path.exists(gpath):
