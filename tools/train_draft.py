@@ -511,10 +511,10 @@ def sample_starts(rng, N, T, B, nb):
 
 
 # --------------------------------------------------------------------------------------
-def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=2):
+def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=2, accs=None):
     """{B: tau} over the prompts (all steps pooled), run with fast_dflash_generate; on the
     first n_check prompts per block size the reference loop must give the same ids and
-    accept_lens (else this raises)."""
+    accept_lens (else this raises). accs: a dict that receives {B: accept_lens}."""
     res = {}
     draft.eval()
     for B in block_sizes:
@@ -527,6 +527,8 @@ def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=
                     raise RuntimeError(f"fast loop != reference loop on held-out prompt {i}, B={B}")
             acc += r["accept_lens"]
         res[B] = round(tau(acc), 3)
+        if accs is not None:
+            accs[B] = acc
     draft.train()
     return res
 
@@ -541,10 +543,15 @@ def evaluate_saved(a, target, streams, eos_ids, n_target_layers):
     n_chat = a.eval_prompts // 2 if streams.get("chat_heldout_prompt_ends") is not None else 0
     blocks = [int(x) for x in a.eval_blocks.split(",") if x]
     t0 = time.time()
-    res = {"all": heldout_tau(target, saved, prompts, a.eval_tokens, blocks, eos_ids)}
-    if n_chat:
-        res["chat"] = heldout_tau(target, saved, prompts[:n_chat], a.eval_tokens, blocks, eos_ids)
-        res["raw"] = heldout_tau(target, saved, prompts[n_chat:], a.eval_tokens, blocks, eos_ids)
+    if n_chat:  # "all" pools the steps of both halves (the same as running all prompts)
+        ac, ar = {}, {}
+        res = {"chat": heldout_tau(target, saved, prompts[:n_chat], a.eval_tokens, blocks, eos_ids,
+                                   1, ac),
+               "raw": heldout_tau(target, saved, prompts[n_chat:], a.eval_tokens, blocks, eos_ids,
+                                  1, ar)}
+        res["all"] = {B: round(tau(ac[B] + ar[B]), 3) for B in blocks}
+    else:
+        res = {"all": heldout_tau(target, saved, prompts, a.eval_tokens, blocks, eos_ids)}
     res.update(prompts=len(prompts), chat_prompts=n_chat, max_tokens=a.eval_tokens,
                eval_s=round(time.time() - t0))
     print("TAU", json.dumps(res), flush=True)
