@@ -55,7 +55,8 @@ SHAPE = dict(hidden=256, layers=4, full_every=4, heads=4, kv_heads=2, head_dim=6
 def hf_config(vocab, tok):
     """make_qwen35's config writer (the published key set, multimodal form) for this shape, with
     this tokenizer's ids: bos = eos = <|endoftext|> as Qwen3.5's text_config (generation_config
-    adds <|im_end|>), max_position_embeddings 4096 as the dense demo."""
+    adds <|im_end|>), max_position_embeddings 4096 as the dense demo. The top-level image/video
+    ids are the published ones (outside this vocab; no vision input exists here)."""
     s = SHAPE
     types = ["full_attention" if (i + 1) % s["full_every"] == 0 else "linear_attention"
              for i in range(s["layers"])]
@@ -65,6 +66,9 @@ def hf_config(vocab, tok):
                          s["rope_theta"], s["partial_rotary"], False)
     eot = tok.added["<|endoftext|>"]
     d["text_config"].update(bos_token_id=eot, eos_token_id=eot, max_position_embeddings=4096)
+    # a small vision tower description (no vision tensors are written; text-only readers
+    # ignore it): 2 blocks of width 64
+    d["vision_config"].update(depth=2, hidden_size=64, intermediate_size=128, num_heads=2)
     return d
 
 
