@@ -16,6 +16,10 @@ What the draft learns (z-lab released no training code; this follows the paper's
     target's whole distribution there, weighted exp(-(j-1)/decay) per row since a miss at
     row j makes every later row worthless.
   - draft layers start as copies of the target's last layers when the shapes match.
+A Qwen3.5 hybrid target (config model_type qwen3_5 / qwen3_5_text) is detected and run through
+tools/reference/qwen35.py (tools/draft_target_qwen35.py); its layers never match a draft layer,
+so start such a draft with --init-from (e.g. a draft of a dense target of the same width) or
+--init random.
 All nb blocks of a row run in one forward: block b's rows see context rows < s_b and their
 own block only (attention mask), so one target pass serves nb training blocks.
 --distill F: a fraction F of rows comes from the target's own greedy continuations of corpus
@@ -53,6 +57,7 @@ from reference.dflash2_draft import (DFlash2Draft, Draft2Config, load_draft2,  #
 from reference.dflash_loop import dflash_generate, tau  # noqa: E402
 from reference.transformer import load_hf_folder  # noqa: E402
 from make_draft import draft_config  # noqa: E402
+from draft_target_qwen35 import is_qwen35, load_target as load_qwen35_target  # noqa: E402
 
 
 # --------------------------------------------------------------------------------------
@@ -167,7 +172,7 @@ def copy_labels(rows, preds, logp=None):
 def target_rows(target, rows, layer_ids, keep_logits=False):
     """rows [N, T] -> (taps [N, T, k*H], greedy next-token predictions [N, T], and the
     target's log-probabilities [N, T, V] if keep_logits, else None)."""
-    logits, hidden = target(rows, return_hidden=True)
+    logits, hidden = getattr(target, "batched", target)(rows, return_hidden=True)
     logp = torch.log_softmax(logits, -1) if keep_logits else None
     return torch.cat([hidden[i] for i in layer_ids], -1), logits.argmax(-1), logp
 
@@ -178,6 +183,8 @@ def cached_greedy(target, prompts, n_new, eos_ids=()):
     prompts: list of id lists of any lengths (left-padded here; pad keys are masked and each
     row's positions start at 0, so the result equals unpadded decoding). Returns id lists of
     the continuations, cut after the first eos."""
+    if hasattr(target, "greedy_batch"):  # a qwen35 target (draft_target_qwen35.py)
+        return target.greedy_batch(prompts, n_new, eos_ids)
     N, P = len(prompts), max(len(p) for p in prompts)
     pad = torch.tensor([P - len(p) for p in prompts])
     ids = torch.tensor([[0] * (P - len(p)) + list(p) for p in prompts])
@@ -283,7 +290,8 @@ def fast_dflash_generate(target, draft, prompt, max_tokens, B, eos_ids=()):
     """The loop of reference/dflash_loop.dflash_generate with KV caches (target) and
     incrementally projected context rows (draft); same steps, same bookkeeping. Its output
     is checked against the reference loop on some prompts wherever it is used."""
-    ct = CachedTarget(target, len(prompt) + max_tokens + B + 1, draft.cfg.target_layer_ids)
+    ct = getattr(target, "cached", lambda *a: CachedTarget(target, *a))(
+        len(prompt) + max_tokens + B + 1, draft.cfg.target_layer_ids)
     embed, head = target.embed_tokens.weight, target.output_weight()
     logits, feats = ct.forward(list(prompt), 0)
     ctx = draft.context(feats)
@@ -503,10 +511,10 @@ def sample_starts(rng, N, T, B, nb):
 
 
 # --------------------------------------------------------------------------------------
-def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=2):
+def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=2, accs=None):
     """{B: tau} over the prompts (all steps pooled), run with fast_dflash_generate; on the
     first n_check prompts per block size the reference loop must give the same ids and
-    accept_lens (else this raises)."""
+    accept_lens (else this raises). accs: a dict that receives {B: accept_lens}."""
     res = {}
     draft.eval()
     for B in block_sizes:
@@ -519,6 +527,8 @@ def heldout_tau(target, draft, prompts, n_tokens, block_sizes, eos_ids, n_check=
                     raise RuntimeError(f"fast loop != reference loop on held-out prompt {i}, B={B}")
             acc += r["accept_lens"]
         res[B] = round(tau(acc), 3)
+        if accs is not None:
+            accs[B] = acc
     draft.train()
     return res
 
@@ -533,10 +543,15 @@ def evaluate_saved(a, target, streams, eos_ids, n_target_layers):
     n_chat = a.eval_prompts // 2 if streams.get("chat_heldout_prompt_ends") is not None else 0
     blocks = [int(x) for x in a.eval_blocks.split(",") if x]
     t0 = time.time()
-    res = {"all": heldout_tau(target, saved, prompts, a.eval_tokens, blocks, eos_ids)}
-    if n_chat:
-        res["chat"] = heldout_tau(target, saved, prompts[:n_chat], a.eval_tokens, blocks, eos_ids)
-        res["raw"] = heldout_tau(target, saved, prompts[n_chat:], a.eval_tokens, blocks, eos_ids)
+    if n_chat:  # "all" pools the steps of both halves (the same as running all prompts)
+        ac, ar = {}, {}
+        res = {"chat": heldout_tau(target, saved, prompts[:n_chat], a.eval_tokens, blocks, eos_ids,
+                                   1, ac),
+               "raw": heldout_tau(target, saved, prompts[n_chat:], a.eval_tokens, blocks, eos_ids,
+                                  1, ar)}
+        res["all"] = {B: round(tau(ac[B] + ar[B]), 3) for B in blocks}
+    else:
+        res = {"all": heldout_tau(target, saved, prompts, a.eval_tokens, blocks, eos_ids)}
     res.update(prompts=len(prompts), chat_prompts=n_chat, max_tokens=a.eval_tokens,
                eval_s=round(time.time() - t0))
     print("TAU", json.dumps(res), flush=True)
@@ -598,12 +613,15 @@ def main():
     torch.manual_seed(a.seed)
     t_start = time.time()
 
-    tcfg, target = load_hf_folder(a.target, torch.float32)
+    if is_qwen35(a.target):  # Qwen3.5 hybrid: reference/qwen35.py behind the same interface
+        tcfg, target = load_qwen35_target(a.target)
+    else:
+        tcfg, target = load_hf_folder(a.target, torch.float32)
     for p in target.parameters():
         p.requires_grad_(False)
     with open(os.path.join(a.target, "config.json")) as f:
         tjson = json.load(f)
-    eos = tjson.get("eos_token_id")
+    eos = tjson.get("eos_token_id", tjson.get("text_config", {}).get("eos_token_id"))
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     gpath = os.path.join(a.target, "generation_config.json")
     if os.path.exists(gpath):
