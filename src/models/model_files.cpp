@@ -23,12 +23,14 @@ static std::string exe_dir() {
 
 std::string resolve_model_dir(const std::string& given) {
   if (!given.empty()) return given;
-  // The demo pair ships in the source tree; the binary usually sits in build/ beneath it.
-  for (const std::string& base : {std::string("."), exe_dir() + "/..", exe_dir() + "/../share/dflash"}) {
-    const std::string d = base + "/models/demo/target";
-    if (file_exists(d + "/config.json")) return d;
-  }
-  throw Error("no --model given and the demo model (models/demo/target) was not found");
+  // The demo pairs ship in the source tree; the binary usually sits in build/ beneath it. The
+  // Qwen3.5 hybrid pair (the family our users serve) comes first, the dense one after it.
+  for (const std::string& base : {std::string("."), exe_dir() + "/..", exe_dir() + "/../share/dflash"})
+    for (const char* demo : {"/models/demo35/target", "/models/demo/target"}) {
+      const std::string d = base + demo;
+      if (file_exists(d + "/config.json")) return d;
+    }
+  throw Error("no --model given and no demo model (models/demo35/target, models/demo/target) was found");
 }
 
 std::string demo_draft_beside(const std::string& target_dir) {

@@ -13,7 +13,8 @@
 
 namespace dflash {
 
-// The given model path when not empty, else the shipped demo target (models/demo/target,
+// The given model path when not empty, else the shipped demo target (models/demo35/target, the
+// Qwen3.5 hybrid, else models/demo/target;
 // looked for from the current folder and beside the executable).
 std::string resolve_model_dir(const std::string& given);
 // The shipped demo draft beside a demo target folder (draft2, else draft); "" when none.

@@ -128,3 +128,27 @@ TEST(LosslessGate2, RandomHybridPair) {
   // Every speculative step went through the selector (the gate tests its tokens, not argmax).
   EXPECT_GT(r.blocks, r.runs);
 }
+
+// The shipped Qwen3.5 hybrid demo pair (models/demo35): a trained DFlash2 draft on a Gated
+// DeltaNet target, so partial acceptances (rollbacks by replay inside verify blocks) are common.
+TEST(LosslessGate2, HybridDemoPair) {
+  const std::string t = kSrc + "/models/demo35/target", d = kSrc + "/models/demo35/draft2";
+  ASSERT_TRUE(file_exists(t + "/model.safetensors") && file_exists(d + "/model.safetensors"))
+      << "the shipped hybrid demo pair is missing under models/demo35";
+  Tokenizer tok = Tokenizer::from_folder(t);
+  const char* texts[] = {
+      "def parse_args(", "import os\n\nclass ", "    def __init__(self, ", "for i in range(",
+      "\"\"\"Return the", "if __name__ == '__main__':\n", "    return ", "def _check_", "try:\n    import ",
+      "class Error(Exception):\n", "    @property\n    def ", "with open(", "def __repr__(self):\n",
+      "# Copyright", "    raise ValueError(", "lines = [", "def main():\n    ", "elif ", "self.assert",
+      "<|im_start|>user\nWrite a function that adds two numbers.<|im_end|>\n<|im_start|>assistant\n"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* s : texts) prompts.push_back(tok.encode(s));
+  GateResult r;
+  gate(t, d, prompts, 40, r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(20 * 4 * 4 * 2, r.runs);
+  EXPECT_GT(r.blocks, r.runs);
+  // The trained draft is accepted far above chance, so rollbacks into blocks are exercised.
+  EXPECT_GT(double(r.accepted) / double(r.drafted), 0.1);
+}
