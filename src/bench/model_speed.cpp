@@ -3,6 +3,7 @@
 #include "bench/model_speed.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "decoding/generator.h"
 #include "kernels/kernels.h"
@@ -46,6 +47,13 @@ std::unique_ptr<TargetModel> random_model(const ModelConfig& c, WType weights, u
   for (LayerKind k : c.layer_kinds)
     if (k == LayerKind::LinearAttention) return Qwen35Model::random(c, weights, seed, std::move(backend));
   return DenseModel::random(c, weights, seed, std::move(backend));
+}
+
+size_t recurrent_state_bytes(const ModelConfig& c) {
+  size_t n = 0;
+  for (LayerKind k : c.layer_kinds) n += k == LayerKind::LinearAttention;
+  const auto& L = c.linear;
+  return n * (size_t(L.value_heads) * L.key_dim * L.value_dim + size_t(L.conv_kernel - 1) * L.channels()) * sizeof(float);
 }
 
 double kv_bytes_per_position(const TargetModel& m) {
@@ -115,8 +123,26 @@ namespace {
 // difference is what logging the block costs) and the rollback to the middle of the block
 // (a replay of K/2 rows).
 struct Curve {
-  std::vector<double> forward, plain, replay;
+  std::vector<double> forward, plain, replay, snapshot;
 };
+
+// What the alternative to replay would cost: a snapshot of every linear layer's states after
+// each of K verified rows (vLLM's and SGLang's per-position slots), timed as K copies of
+// `state_bytes` into distinct buffers (the copy alone, without the bookkeeping around it).
+double snapshot_copy_seconds(size_t state_bytes, int K) {
+  if (state_bytes == 0) return 0;
+  static std::vector<char> src, dst;
+  src.assign(state_bytes, 1);
+  dst.resize(state_bytes * size_t(K));
+  std::memset(dst.data(), 0, dst.size());  // fault the pages in before timing
+  std::vector<double> t;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = now_seconds();
+    for (int k = 0; k < K; ++k) std::memcpy(dst.data() + size_t(k) * state_bytes, src.data(), state_bytes);
+    t.push_back(now_seconds() - t0);
+  }
+  return *std::min_element(t.begin(), t.end());
+}
 
 double median(std::vector<double> t) {
   if (t.empty()) return 0;
@@ -167,6 +193,7 @@ Curve forward_curve(const TargetModel& m, int ctx) {
     out.forward.push_back(median(t));
     out.plain.push_back(median(tp));
     out.replay.push_back(median(tr));
+    out.snapshot.push_back(hybrid ? snapshot_copy_seconds(recurrent_state_bytes(m.config()), K) : 0.0);
   }
   return out;
 }
@@ -204,6 +231,7 @@ BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_to
     for (size_t i = 0; i < curve.forward.size(); ++i) {
       r.log_s.push_back(curve.forward[i] - curve.plain[i]);
       r.replay_s.push_back(curve.replay[i]);
+      r.snapshot_s.push_back(curve.snapshot[i]);
     }
   }
   // Multiply-adds per token ~ weights streamed per token (the matrices; attention over a short

@@ -19,6 +19,8 @@ ModelConfig shape_config(const std::string& name);
 // linear attention).
 std::unique_ptr<TargetModel> random_model(const ModelConfig& c, WType weights, uint64_t seed,
                                           std::shared_ptr<Backend> backend);
+// Bytes of one copy of a hybrid's conv and recurrent states (0 for a dense model).
+size_t recurrent_state_bytes(const ModelConfig& c);
 // Bytes of attention KV cache per position (only a hybrid's full-attention layers have one).
 double kv_bytes_per_position(const TargetModel& m);
 
@@ -48,6 +50,7 @@ struct BenchRow {
   // back to the middle of the block (replaying K/2 rows); empty for dense models.
   double state_mib = 0;
   std::vector<double> log_s, replay_s;
+  std::vector<double> snapshot_s;  // the alternative: copying the states after each of K rows
   // Decode's fraction of the bandwidth roof: the bytes a step must read (weights and KV cache)
   // per second over `bw` (bytes/s).
   double roof_against(double bw) const { return (weight_gb + kv_gb) * 1e9 * decode_tok_s / bw; }

@@ -19,6 +19,11 @@ struct GenerateParams {
   std::vector<int32_t> stop_ids;  // end-of-sequence ids; the stop token is emitted, then done
   bool ignore_eos = false;
   int chunk_size = 512;           // prefill chunk; results do not depend on it
+  // A recurrent state keeps one checkpoint in the prompt (SequenceState::keep_checkpoint) for
+  // the next request's prefix reuse: at this length when 0 < checkpoint_at < the prompt's
+  // length (the server passes where a follow-up turn's prompt will part from this one), else
+  // one row short of the prompt's end.
+  int checkpoint_at = -1;
 };
 
 struct Timings {

@@ -41,6 +41,29 @@ void HttpServer::finish_job(Job& job, const ApiRequest& api, Engine& e) {
   job.meta.created = (long long)std::time(nullptr);
 }
 
+// Where the next turn's prompt will part from this one: this conversation rendered with a
+// placeholder answer and a placeholder next user turn shares a prefix with `text` (the history,
+// and what the template repeats of the reply's header, not the generation prompt's empty think
+// block that the history drops). Its length in tokens, less one so that a boundary token is
+// not counted, is where a recurrent state keeps its prompt checkpoint; -1 when unknown.
+static int follow_up_part(const ApiRequest& api, const Engine& e, const std::string& text,
+                          const std::vector<int32_t>& ids) {
+  try {
+    ApiRequest next = api;
+    next.messages.push_back(ojson{{"role", "assistant"}, {"content", "\x01"}});
+    next.messages.push_back(ojson{{"role", "user"}, {"content", "\x02"}});
+    const std::string other = e.chat_template().render(template_context(next, e));
+    size_t n = 0;
+    while (n < text.size() && n < other.size() && text[n] == other[n]) ++n;
+    const std::vector<int32_t> head = e.tokenizer().encode(text.substr(0, n));
+    size_t k = 0;
+    while (k < head.size() && k < ids.size() && head[k] == ids[k]) ++k;
+    return k > 1 ? int(k) - 1 : -1;
+  } catch (const Error&) {
+    return -1;  // a template that refuses the placeholder turns: the default checkpoint
+  }
+}
+
 void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res) {
   const double t0 = now_seconds();
   Engine& e = ready_engine();
@@ -59,6 +82,8 @@ void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res
   job->chat = true;
   job->gen.chat = true;
   job->gen.prompt = e.tokenizer().encode(text);
+  if (e.prompt_checkpoints() && api.add_generation_prompt && !api.continue_final_message)
+    job->gen.checkpoint_at = follow_up_part(api, e, text, job->gen.prompt);
   job->meta.id = next_id("chatcmpl");
   finish_job(*job, api, e);
   run_job(job, res);

@@ -43,6 +43,7 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
   if (!tok_) throw file_error(opt.model_dir, "missing tokenizer.json (the server needs the model's tokenizer)");
   const ModelConfig& cfg = model_->config();
   ctx_size_ = opt.ctx_size > 0 ? opt.ctx_size : std::min(cfg.max_position > 0 ? cfg.max_position : 4096, 8192);
+  prompt_checkpoints_ = model_->new_state(1)->wants_checkpoints();
   if (draft_) {
     SpecParams sp;
     sp.block_size = opt.block_size > 0 ? opt.block_size : draft_->config().block_size;
@@ -125,6 +126,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
     gp.stop_ids = stop_ids_;
     gp.ignore_eos = req.ignore_eos;
     gp.chunk_size = opt_.chunk_size;
+    gp.checkpoint_at = seg == 0 ? req.checkpoint_at : -1;
     gen_->start(seg_prompt, gp);
     if (seg == 0) r.cached_tokens = gen_->cached_tokens();
     for (bool more = gp.max_tokens > 0; more && !stopped;) {

@@ -48,6 +48,7 @@ struct GenRequest {
   bool chat = false;                 // split reasoning from the answer, apply the think cap
   int think_cap = 0;                 // 0: none
   bool ignore_eos = false;
+  int checkpoint_at = -1;            // GenerateParams::checkpoint_at for the prompt
 };
 
 struct GenResult {
@@ -75,6 +76,9 @@ class Engine {
   const ModelConfig& config() const;
   int ctx_size() const { return ctx_size_; }
   bool has_draft() const { return draft_ != nullptr; }
+  // Whether the model's state keeps prompt checkpoints (a recurrent state), so that the
+  // server should say where to keep them (GenRequest::checkpoint_at).
+  bool prompt_checkpoints() const { return prompt_checkpoints_; }
   int block_size() const { return block_size_; }
   const std::string& model_dir() const { return opt_.model_dir; }
   const std::string& draft_dir() const { return opt_.draft_dir; }
@@ -101,6 +105,7 @@ class Engine {
   ThinkTokens think_;
   std::vector<int32_t> think_close_;
   int ctx_size_ = 0, block_size_ = 0;
+  bool prompt_checkpoints_ = false;
   std::atomic<bool> shut_down_{false};
 };
 

@@ -9,7 +9,10 @@ export const BIN = process.env.DFLASH_BIN;
 export const SRC = process.env.DFLASH_SOURCE_DIR || path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 export const BUILD = process.env.DFLASH_BUILD_DIR || path.dirname(BIN || '.');
 export const DEMO_TARGET = path.join(SRC, 'models', 'demo', 'target');
-export const DEMO_DRAFT = path.join(SRC, 'models', 'demo', 'draft2');  // what serve picks by default
+export const DEMO_DRAFT = path.join(SRC, 'models', 'demo', 'draft2');
+// The default of `dflash serve` with no --model: the Qwen3.5 hybrid demo pair.
+export const DEMO35_TARGET = path.join(SRC, 'models', 'demo35', 'target');
+export const DEMO35_DRAFT = path.join(SRC, 'models', 'demo35', 'draft2');
 export const RANDOM_TARGET = path.join(SRC, 'tests', 'data', 'random_pair', 'target');
 export const RANDOM_DRAFT = path.join(SRC, 'tests', 'data', 'random_pair', 'draft');
 export const demoDraftPresent = () => fs.existsSync(path.join(DEMO_DRAFT, 'config.json'));

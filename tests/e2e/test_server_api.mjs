@@ -1,10 +1,12 @@
 // The OpenAI API of `dflash serve`, through the official `openai` npm client: chat and
 // completions, streaming, usage, stop sequences, seeds, thinking on/off, the think cap,
 // the dflash block, models/health/metrics/tokenize, and prefix caching across turns.
+import fs from 'node:fs';
+import path from 'node:path';
 import OpenAI from 'openai';
 import {
-  Checks, assert, assertEq, demoDraftPresent, overallTimeout, post, request, startServer,
-  RANDOM_DRAFT, RANDOM_TARGET, DEMO_DRAFT,
+  Checks, assert, assertEq, overallTimeout, post, request, startServer,
+  RANDOM_DRAFT, RANDOM_TARGET, DEMO35_DRAFT,
 } from './server_harness.mjs';
 
 const checks = new Checks('test_server_api');
@@ -109,11 +111,13 @@ await check('seed: same seed same sample, other seeds differ', async () => {
   assert(others.some((o) => o !== a), 'seeds 1, 2, 3 all gave the seed-42 text');
 });
 
-await check('enable_thinking off renders the empty think block (4 more prompt tokens), on does not', async () => {
+// The default demo pair carries a Qwen3.5-style template: thinking on opens <think> in the
+// generation prompt, off renders the empty think block there.
+await check('enable_thinking on opens <think>, off renders the empty think block', async () => {
   const ask = (on) => client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: QUESTION }], temperature: 0, max_tokens: 4, chat_template_kwargs: { enable_thinking: on } });
   const on = await ask(true), off = await ask(false);
   const want = `<|im_start|>user\n${QUESTION}<|im_end|>\n<|im_start|>assistant\n`;
-  const t = await post(server.url + '/tokenize', { content: want });
+  const t = await post(server.url + '/tokenize', { content: want + '<think>\n' });
   const t2 = await post(server.url + '/tokenize', { content: want + '<think>\n\n</think>\n\n' });
   assertEq([on.usage.prompt_tokens, off.usage.prompt_tokens], [t.json.tokens.length, t2.json.tokens.length], 'prompt tokens on/off');
   assert(!off.choices[0].message.reasoning_content, 'reasoning with thinking off');
@@ -175,8 +179,10 @@ await check('cached_tokens > 0 on a follow-up turn', async () => {
     messages: [...first, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'Now make it multiply.' }],
   });
   const cached = r2.usage.prompt_tokens_details.cached_tokens;
-  // The template drops the earlier turn's empty think block, so the reuse ends just before it.
-  assert(cached > 0 && cached >= r1.usage.prompt_tokens - 4, `cached ${cached}, first prompt ${r1.usage.prompt_tokens}`);
+  // The template drops the earlier turn's empty think block (4 tokens), so the reuse ends
+  // before it; the hybrid demo's recurrent state resumes from the checkpoint the server placed
+  // there, one token short of it.
+  assert(cached > 0 && cached >= r1.usage.prompt_tokens - 5, `cached ${cached}, first prompt ${r1.usage.prompt_tokens}`);
   assert(cached < r2.usage.prompt_tokens, 'all cached?');
 });
 
@@ -211,15 +217,22 @@ await check('/v1/stats reports peak memory for the page; / serves the page', asy
   assert(page.status === 200 && page.text.includes('<title>dflash chat</title>'), 'page');
 });
 
-// Speculation must be visible and pay on the shipped demo pair.
-if (demoDraftPresent()) {
+// Speculation must be visible and accepted on the shipped (hybrid) demo pair. The adaptive
+// controller may rightly stop drafting on this tiny target after an unlucky first block, so
+// this runs on a server that always drafts full blocks.
+if (fs.existsSync(path.join(DEMO35_DRAFT, 'config.json'))) {
   await check('demo pair: speculation on with accept_rate > 0', async () => {
-    const r = await client.chat.completions.create({ model: modelId, messages: [{ role: 'user', content: QUESTION }], temperature: 0, max_tokens: 128, ...noThink });
-    const d = r.dflash;
-    assert(d.speculation === 'on' && d.drafted > 0 && d.accept_rate > 0 && d.accept_len > 1, 'dflash ' + JSON.stringify(d));
+    const fixed = await startServer(['--no-adaptive']);
+    try {
+      const r = await post(fixed.url + '/v1/chat/completions', { messages: [{ role: 'user', content: QUESTION }], temperature: 0, max_tokens: 128, ...noThink });
+      const d = r.json.dflash;
+      assert(d.speculation === 'on' && d.drafted > 0 && d.accept_rate > 0 && d.accept_len > 1, 'dflash ' + JSON.stringify(d));
+    } finally {
+      await fixed.stop();
+    }
   });
 } else {
-  checks.fail('demo pair: speculation on with accept_rate > 0', `the demo draft ${DEMO_DRAFT} does not exist yet, so acceptance on the demo pair cannot be checked`);
+  checks.fail('demo pair: speculation on with accept_rate > 0', `the demo draft ${DEMO35_DRAFT} does not exist, so acceptance on the demo pair cannot be checked`);
 }
 await server.stop();
 

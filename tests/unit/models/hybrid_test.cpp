@@ -1,5 +1,5 @@
 // The Qwen3.5 hybrid family (models/qwen35): a position's logits are bitwise the same in
-// decode, in a 5-row verify and in a 512-row prefill (every weight format, 1 and 2 threads);
+// decode, in a 5-row verify and in a 512-row prefill (f32, f16, bf16, q8, q4; 1 and 2 threads);
 // rolling back into a verify block replays the kept rows to exactly the state plain decoding
 // reaches; sequences batched together get their own bits; and the state's rollback points.
 #include <gtest/gtest.h>
@@ -79,7 +79,7 @@ std::vector<float> run_verify(const TargetModel& m, const std::vector<int32_t>& 
 
 TEST(Hybrid, DecodeVerifyAndPrefillGiveIdenticalBits) {
   const auto ids = ids_of(520);
-  for (WType t : {WType::F32, WType::BF16, WType::Q8_0, WType::Q4_0}) {
+  for (WType t : {WType::F32, WType::F16, WType::BF16, WType::Q8_0, WType::Q4_0}) {
     auto m2 = Qwen35Model::random(hybrid_config(), t, 42, make_cpu_backend(2));
     auto m1 = Qwen35Model::random(hybrid_config(), t, 42, make_cpu_backend(1));
     const auto prefill = run(*m2, ids, 512);
