@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "models/dense/arch_spec.h"
+#include "models/batch_rows.h"
 #include "models/dense/decoder_blocks.h"
 #include "util/error.h"
 
@@ -62,18 +63,7 @@ void DenseModel::forward_batch(std::span<SequenceRows> batch) const {
   const int H = c.hidden, hd = c.head_dim, half = hd / 2;
   const int qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
   // Check every sequence before any state changes.
-  size_t N = 0;
-  for (const SequenceRows& s : batch) {
-    auto* cache = dynamic_cast<KVCache*>(s.state);
-    if (!cache) throw Error("forward: a sequence state that this model did not make");
-    if (s.rows.n < 0) throw Error("forward: a negative row count");
-    if (cache->length() + s.rows.n > cache->capacity())
-      throw Error("context full: " + std::to_string(cache->length() + s.rows.n) +
-                  " tokens exceed the context size " + std::to_string(cache->capacity()));
-    for (const SequenceRows& o : batch)
-      if (&o != &s && o.state == s.state) throw Error("forward: a sequence appears twice in one batch");
-    N += size_t(s.rows.n);
-  }
+  const size_t N = check_batch(batch, c.vocab, [](const SequenceState* st) { return dynamic_cast<const KVCache*>(st) != nullptr; });
   if (N == 0) return;
 
   const LayerDims d{H, c.n_heads, c.n_kv_heads, hd, c.ffn, float(c.rms_eps), c.arch->qk_norm, c.qkv_bias};
@@ -118,16 +108,7 @@ void DenseModel::forward_batch(std::span<SequenceRows> batch) const {
     be.add(x, h, N * H);
     mlp_residual(be, w, d, x, int(N), h, g, u);
 
-    r = 0;
-    for (const SequenceRows& s : batch) {
-      const ForwardArgs& a = s.rows;
-      const size_t n_cap = a.capture_layers ? a.capture_layers->size() : 0;
-      for (size_t t = 0; t < n_cap; ++t)
-        if ((*a.capture_layers)[t] == l)
-          for (int i = 0; i < a.n; ++i)
-            std::memcpy(a.capture + (size_t(i) * n_cap + t) * H, x + (r + size_t(i)) * H, sizeof(float) * H);
-      r += size_t(a.n);
-    }
+    capture_layer(batch, l, x, H);
   }
 
   r = 0;

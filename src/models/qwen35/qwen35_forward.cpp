@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "models/batch_rows.h"
 #include "models/qwen35/qwen35_model.h"
 #include "util/error.h"
 
@@ -147,22 +148,8 @@ void Qwen35Model::forward_batch(std::span<SequenceRows> batch) const {
   const Backend& be = *backend_;
   const int H = c.hidden, half = c.rope_dims / 2;
   // Check every sequence before any state changes.
-  size_t N = 0;
-  for (const SequenceRows& s : batch) {
-    auto* st = dynamic_cast<HybridState*>(s.state);
-    if (!st) throw Error("forward: a sequence state that this model did not make");
-    if (s.rows.n < 0) throw Error("forward: a negative row count");
-    if (st->length() + s.rows.n > st->capacity())
-      throw Error("context full: " + std::to_string(st->length() + s.rows.n) + " tokens exceed the context size " +
-                  std::to_string(st->capacity()));
-    for (const SequenceRows& o : batch)
-      if (&o != &s && o.state == s.state) throw Error("forward: a sequence appears twice in one batch");
-    for (int i = 0; i < s.rows.n; ++i)
-      if (s.rows.tokens[i] < 0 || s.rows.tokens[i] >= c.vocab)
-        throw Error("token id " + std::to_string(s.rows.tokens[i]) + " is outside the vocabulary (size " +
-                    std::to_string(c.vocab) + ")");
-    N += size_t(s.rows.n);
-  }
+  const size_t N =
+      check_batch(batch, c.vocab, [](const SequenceState* st) { return dynamic_cast<const HybridState*>(st) != nullptr; });
   if (N == 0) return;
   for (const SequenceRows& s : batch)
     if (s.rows.rollback_rows && s.rows.n > 0) static_cast<HybridState&>(*s.state).begin_log(s.rows.n);
@@ -197,16 +184,7 @@ void Qwen35Model::forward_batch(std::span<SequenceRows> batch) const {
     be.add(x, h, N * H);
     mlp_residual(be, w.mlp, d, x, int(N), h, g, u);
 
-    r = 0;
-    for (const SequenceRows& s : batch) {
-      const ForwardArgs& a = s.rows;
-      const size_t n_cap = a.capture_layers ? a.capture_layers->size() : 0;
-      for (size_t t = 0; t < n_cap; ++t)
-        if ((*a.capture_layers)[t] == l)
-          for (int i = 0; i < a.n; ++i)
-            std::memcpy(a.capture + (size_t(i) * n_cap + t) * H, x + (r + size_t(i)) * H, sizeof(float) * H);
-      r += size_t(a.n);
-    }
+    capture_layer(batch, l, x, H);
   }
 
   r = 0;
