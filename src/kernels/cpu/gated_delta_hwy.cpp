@@ -17,8 +17,62 @@ namespace dflash {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// dv = NV whole vectors: the column sums m and o live in NV registers for the whole pass over
+// the rows of the state (a register tile, as the matmul kernels keep theirs), and the decayed
+// state is formed again in pass 2 with the same rounding instead of being stored in pass 1, so
+// the state is read twice and written once per row. Same operations per element, same order.
+template <int NV>
+void GatedDeltaHeadTiled(const GatedDeltaArgs& a, int h) {
+  const int dk = a.dk, dv = a.dv;
+  const hn::ScalableTag<float> df;
+  const size_t L = hn::Lanes(df);
+  using V = hn::Vec<decltype(df)>;
+  gdn::run_value_head(a, h, [&](const float* s_in, float* s, const float* q, const float* k, const float* v,
+                                float alpha, float beta, float* o) {
+    const V va = hn::Set(df, alpha), vb = hn::Set(df, beta);
+    V acc[NV];
+    for (int j = 0; j < NV; ++j) acc[j] = hn::Zero(df);
+    for (int i = 0; i < dk; ++i) {
+      const float* row = s_in + size_t(i) * dv;
+      const V vk = hn::Set(df, k[i]);
+      for (int j = 0; j < NV; ++j) acc[j] = hn::Add(acc[j], hn::Mul(hn::Mul(va, hn::LoadU(df, row + j * L)), vk));
+    }
+    V d[NV];
+    for (int j = 0; j < NV; ++j) {
+      d[j] = hn::Mul(vb, hn::Sub(hn::LoadU(df, v + j * L), acc[j]));
+      acc[j] = hn::Zero(df);
+    }
+    for (int i = 0; i < dk; ++i) {
+      const float* row = s_in + size_t(i) * dv;
+      float* out = s + size_t(i) * dv;
+      const V vk = hn::Set(df, k[i]), vq = hn::Set(df, q[i]);
+      for (int j = 0; j < NV; ++j) {
+        const V x = hn::Add(hn::Mul(va, hn::LoadU(df, row + j * L)), hn::Mul(vk, d[j]));
+        hn::StoreU(x, df, out + j * L);
+        acc[j] = hn::Add(acc[j], hn::Mul(x, vq));
+      }
+    }
+    if (o)
+      for (int j = 0; j < NV; ++j) hn::StoreU(acc[j], df, o + j * L);
+  });
+}
+
 void GatedDeltaHead(const GatedDeltaArgs& a, int h) {
   const int dk = a.dk, dv = a.dv;
+  {
+    const hn::ScalableTag<float> df;
+    const int L = int(hn::Lanes(df));
+    if (dv % L == 0) {
+      switch (dv / L) {
+        case 1: return GatedDeltaHeadTiled<1>(a, h);
+        case 2: return GatedDeltaHeadTiled<2>(a, h);
+        case 4: return GatedDeltaHeadTiled<4>(a, h);
+        case 8: return GatedDeltaHeadTiled<8>(a, h);
+        case 16: return GatedDeltaHeadTiled<16>(a, h);
+        default: break;
+      }
+    }
+  }
   const hn::ScalableTag<float> df;
   const int L = int(hn::Lanes(df));
   gdn::run_value_head(a, h, [&](const float* s_in, float* s, const float* q, const float* k, const float* v,
