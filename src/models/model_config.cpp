@@ -64,6 +64,15 @@ const char* layer_kind_name(LayerKind k) {
 
 // config.json's layer_types (Qwen3.5: "linear_attention" / "full_attention"); absent: every
 // layer is attention.
+void read_generation_eos(const std::string& dir, ModelConfig& c) {
+  const std::string gen = dir + "/generation_config.json";
+  if (!file_exists(gen)) return;
+  const nlohmann::json g = read_json_file(gen);
+  if (!g.contains("eos_token_id")) return;
+  c.eos_ids.clear();
+  read_token_ids(g["eos_token_id"], c.eos_ids);
+}
+
 std::vector<LayerKind> read_layer_kinds(const nlohmann::json& j, int n_layers, const std::string& origin) {
   std::vector<LayerKind> kinds(size_t(n_layers), LayerKind::Attention);
   if (!j.contains("layer_types") || j["layer_types"].is_null()) return kinds;

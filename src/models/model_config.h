@@ -53,6 +53,8 @@ struct ModelConfig {
 int config_int(const nlohmann::json& j, const char* key, const std::string& origin);
 double config_num(const nlohmann::json& j, const char* key, double dflt);
 void read_token_ids(const nlohmann::json& v, std::vector<int>& out);
+// generation_config.json's eos ids, when the folder has one with eos_token_id, replace c's.
+void read_generation_eos(const std::string& dir, ModelConfig& c);
 std::vector<LayerKind> read_layer_kinds(const nlohmann::json& j, int n_layers, const std::string& origin);
 
 // The rope_scaling object of a config (absent: no scaling).

@@ -58,14 +58,7 @@ ModelConfig dense_config_from_json(const nlohmann::json& root, const std::string
 ModelConfig dense_config_from_folder(const std::string& dir) {
   const std::string path = dir + "/config.json";
   ModelConfig c = dense_config_from_json(read_json_file(path), path);
-  const std::string gen = dir + "/generation_config.json";
-  if (file_exists(gen)) {
-    auto g = read_json_file(gen);
-    if (g.contains("eos_token_id")) {
-      c.eos_ids.clear();
-      read_token_ids(g["eos_token_id"], c.eos_ids);
-    }
-  }
+  read_generation_eos(dir, c);
   return c;
 }
 
