@@ -50,16 +50,18 @@ void Generator::start(const std::vector<int32_t>& prompt, const GenerateParams& 
   t_start_ = now_seconds();
 }
 
+int Generator::checkpoint_row() const {
+  if (!state_->wants_checkpoints()) return n_prompt_;
+  return params_.checkpoint_at > 0 && params_.checkpoint_at < n_prompt_ ? params_.checkpoint_at : n_prompt_ - 1;
+}
+
 void Generator::prefill() {
   const int vocab = model_.config().vocab;
   logits_.resize(size_t(vocab));
   const double t0 = now_seconds();
   int pos = state_->length();
-  // A recurrent state keeps a checkpoint one row short of the prompt's end (SequenceState):
-  // the chunk that reaches it stops there. Batch invariance keeps the bits the same.
-  const int stop = !state_->wants_checkpoints() ? n_prompt_
-                   : params_.checkpoint_at > 0 && params_.checkpoint_at < n_prompt_ ? params_.checkpoint_at
-                                                                                     : n_prompt_ - 1;
+  // The chunk that reaches the prompt checkpoint stops there; batch invariance keeps the bits.
+  const int stop = checkpoint_row();
   while (pos < n_prompt_) {
     const int n = std::min(params_.chunk_size, (pos < stop ? stop : n_prompt_) - pos);
     ForwardArgs a;

@@ -65,6 +65,9 @@ class Generator {
   bool may_step();
   // Prefills prompt tokens not yet in the cache; returns the last row's logits.
   void prefill();
+  // Where a prefill keeps the prompt checkpoint of a recurrent state (SequenceState, and
+  // GenerateParams::checkpoint_at); n_prompt_ (none) for a KV cache.
+  int checkpoint_row() const;
   // Records a generated token; returns true if generation must stop after it.
   bool emit(int32_t t, std::vector<int32_t>& out);
   bool is_stop(int32_t t) const;

@@ -81,11 +81,8 @@ void SpeculativeGenerator::prefill_with_taps() {
   logits_.resize(size_t(vocab));
   const double t0 = now_seconds();
   int pos = state_->length();
-  // A recurrent state keeps a checkpoint one row short of the prompt's end (SequenceState):
-  // the chunk that reaches it stops there. Batch invariance keeps the bits the same.
-  const int stop = !state_->wants_checkpoints() ? n_prompt_
-                   : params_.checkpoint_at > 0 && params_.checkpoint_at < n_prompt_ ? params_.checkpoint_at
-                                                                                     : n_prompt_ - 1;
+  // The chunk that reaches the prompt checkpoint stops there; batch invariance keeps the bits.
+  const int stop = checkpoint_row();
   while (pos < n_prompt_) {
     const int n = std::min(params_.chunk_size, (pos < stop ? stop : n_prompt_) - pos);
     taps_.resize(size_t(n) * F);
