@@ -120,13 +120,15 @@ namespace {
 // speculative decoding verifies them (rollback_rows), a warm-up then the median of
 // kCurveReps forwards (the statistic tools/bench/llamacpp_peer.mjs takes). For a hybrid also,
 // measured alternately in the same loop: the same forward without rollback_rows (the
-// difference is what logging the block costs) and the rollback to the middle of the block
-// (a replay of K/2 rows).
+// difference is what logging the block costs), and what rolling back to the middle of the
+// block costs: the rollback call, then the next verify, which runs the K/2 kept rows first
+// (models/qwen35/hybrid_state.h), minus the same verify with nothing pending; the median of
+// the differences of back-to-back pairs.
 struct Curve {
-  std::vector<double> forward, plain, replay, snapshot;
+  std::vector<double> forward, plain, rollback, snapshot;
 };
 
-// What the alternative to replay would cost: a snapshot of every linear layer's states after
+// What the alternative to rolling back by replay would cost: a snapshot of every linear layer's states after
 // each of K verified rows (vLLM's and SGLang's per-position slots), timed as K copies of
 // `state_bytes` into distinct buffers (the copy alone, without the bookkeeping around it).
 double snapshot_copy_seconds(size_t state_bytes, int K) {
@@ -153,9 +155,9 @@ double median(std::vector<double> t) {
 Curve forward_curve(const TargetModel& m, int ctx) {
   const int V = m.config().vocab, kmax = kCurveK.back();
   const bool hybrid = m.family() == "qwen35";
-  std::vector<int32_t> ids(size_t(ctx + kmax));
+  std::vector<int32_t> ids(size_t(ctx + 2 * kmax));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919 + 13) % size_t(V));
-  auto cache = m.new_state(ctx + kmax);
+  auto cache = m.new_state(ctx + 2 * kmax);
   std::vector<float> logits(size_t(kmax) * V);
   ForwardArgs pre;
   pre.tokens = ids.data();
@@ -172,27 +174,32 @@ Curve forward_curve(const TargetModel& m, int ctx) {
       a.n = K;
       a.logits_from = 0;  // a verify needs every row's logits
       a.logits = logits.data();
-      a.rollback_rows = true;  // as a verify (K = 1 too, so that the rollback below is a swap)
+      a.rollback_rows = true;  // as a verify
       double t0 = now_seconds();
       m.forward(*cache, a);
-      if (rep > 0) t.push_back(now_seconds() - t0);
+      const double verify = now_seconds() - t0;
+      if (rep > 0) t.push_back(verify);
       if (hybrid && K > 1) {
         t0 = now_seconds();
         cache->rollback(ctx + K / 2);
-        if (rep > 0) tr.push_back(now_seconds() - t0);
-      }
-      cache->rollback(ctx);
-      if (hybrid && K > 1) {
+        const double call = now_seconds() - t0;
+        a.tokens = ids.data() + ctx + K / 2;
+        t0 = now_seconds();
+        m.forward(*cache, a);  // runs the K/2 kept rows first
+        const double after = now_seconds() - t0;
+        if (rep > 0) tr.push_back(call + after - verify);
+        cache->rollback(ctx);
+        a.tokens = ids.data() + ctx;
         a.rollback_rows = false;
         t0 = now_seconds();
         m.forward(*cache, a);
         if (rep > 0) tp.push_back(now_seconds() - t0);
-        cache->rollback(ctx);
       }
+      cache->rollback(ctx);
     }
     out.forward.push_back(median(t));
     out.plain.push_back(median(tp));
-    out.replay.push_back(median(tr));
+    out.rollback.push_back(median(tr));
     out.snapshot.push_back(hybrid ? snapshot_copy_seconds(recurrent_state_bytes(m.config()), K) : 0.0);
   }
   return out;
@@ -218,7 +225,6 @@ BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_to
   r.prefill_tok_s = gen.timings().prefill_tok_s();
   r.decode_tok_s = gen.timings().decode_tok_s();
   r.weight_gb = double(m.weight_bytes()) / 1e9;
-  const ModelConfig& c = m.config();
   const double kv_per_pos = kv_bytes_per_position(m);
   r.kv_gb = kv_per_pos * (prompt_tokens + gen_tokens / 2.0) / 1e9;
   r.roof = r.roof_against(bw);
@@ -230,7 +236,7 @@ BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_to
     r.state_mib = double(m.new_state(1)->bytes()) / (1 << 20);
     for (size_t i = 0; i < curve.forward.size(); ++i) {
       r.log_s.push_back(curve.forward[i] - curve.plain[i]);
-      r.replay_s.push_back(curve.replay[i]);
+      r.rollback_s.push_back(curve.rollback[i]);
       r.snapshot_s.push_back(curve.snapshot[i]);
     }
   }

@@ -47,9 +47,10 @@ struct BenchRow {
   std::vector<double> forward_s, bound_s;  // per curve_k()
   // Hybrids (recurrent state): MiB of state per sequence at the curve's context, and per K of
   // the curve the cost of making a verify block rollbackable (logging its rows) and of rolling
-  // back to the middle of the block (replaying K/2 rows); empty for dense models.
+  // back to the middle of the block (the K/2 kept rows the next verify runs first); empty for
+  // dense models.
   double state_mib = 0;
-  std::vector<double> log_s, replay_s;
+  std::vector<double> log_s, rollback_s;
   std::vector<double> snapshot_s;  // the alternative: copying the states after each of K rows
   // Decode's fraction of the bandwidth roof: the bytes a step must read (weights and KV cache)
   // per second over `bw` (bytes/s).

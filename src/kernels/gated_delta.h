@@ -22,7 +22,9 @@
 // Batch invariance: a row's outputs and the state after it depend only on the state before it
 // and its own inputs, and rows are always taken one at a time in order, so decode, a verify
 // block and any prefill chunk give the same bits (no chunked reformulation). Heads are
-// independent, so splitting them over threads changes nothing.
+// independent, so splitting them over threads changes nothing. Quiet rows (GatedDeltaArgs::
+// quiet) are ordinary rows without a readout: one call with quiet rows gives the bits of two
+// calls, the quiet rows and then the rest.
 #include <cstdint>
 
 namespace dflash {
@@ -47,15 +49,22 @@ struct GatedDeltaArgs {
   const float* qkv;      // [rows][2*nk*dk + nv*dv]: q | k | v after the convolution and SiLU
   const float* b;        // [rows][nv] (beta before its sigmoid)
   const float* a;        // [rows][nv] (decay input)
-  const float* z;        // [rows][nv*dv] output gate; unused when out is null
+  const float* z;        // [rows - quiet][nv*dv] output gate; unused when out is null
   int rows, nk, nv, dk, dv;
   const float* neg_a;    // [nv]: -exp(A_log) (GGUF stores this as ssm_a)
   const float* dt_bias;  // [nv]
   const float* norm;     // [dv]: the gated norm's plain weight
   float eps;
   const float* state_in;  // [nv][dk][dv] before row 0
-  float* state_out;       // [nv][dk][dv] after the last row; may equal state_in
-  float* out;             // [rows][nv*dv] gated-norm readout; null: only advance the state
+  float* state_out;       // [nv][dk][dv] after the last row; may equal state_in; null: not kept
+  float* out;             // [rows - quiet][nv*dv] gated-norm readout of rows quiet..; null: none
+  // The first `quiet` rows only advance the state (no readout; out and z start at row quiet).
+  // They are the accepted rows of a verify block whose rollback was left to this call, so
+  // that their recurrence runs while each head's state is in cache (models/qwen35/hybrid_state.h).
+  int quiet = 0;
+  // Where the state after the quiet rows goes (may equal state_in); null: not kept. At least
+  // one of state_mid and state_out is set.
+  float* state_mid = nullptr;
 };
 void gated_delta_net(const GatedDeltaArgs& a, ThreadPool* pool);
 

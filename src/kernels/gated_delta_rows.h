@@ -5,6 +5,7 @@
 // values per row and head, next to the dk*dv of the state update. Only the state update (the
 // `Update` callable) differs between the twins.
 #include <cmath>
+#include <vector>
 
 #include "kernels/gated_delta.h"
 
@@ -35,36 +36,56 @@ inline void gated_rmsnorm(const float* o, const float* z, const float* w, int n,
   for (int c = 0; c < n; ++c) y[c] = (w[c] * (o[c] * r)) * silu(z[c]);
 }
 
+// A head's state that nobody keeps (GatedDeltaArgs::state_out null): written here, one per
+// thread, so that it stays in cache and never costs a store to memory.
+inline float* scratch_head_state(size_t floats) {
+  thread_local std::vector<float> s;
+  if (s.size() < floats) s.resize(floats);
+  return s.data();
+}
+
 // Runs value head h over all rows of `a`. update(s_in, s_out, q^, k^, v, alpha, beta, o)
 // applies one row to the head's [dk][dv] state (s_in may equal s_out) and, when o is not
-// null, writes the readout o[dv].
+// null, writes the readout o[dv] (q^ is then set). The quiet rows write state_mid (or
+// state_out), the others state_out (or a scratch state when the final state is not kept).
 template <class Update>
 void run_value_head(const GatedDeltaArgs& a, int h, Update&& update) {
   const int C = 2 * a.nk * a.dk + a.nv * a.dv;
   const int kh = h / (a.nv / a.nk);
   const size_t head_state = size_t(a.dk) * size_t(a.dv);
   const float* s_in = a.state_in + size_t(h) * head_state;
-  float* s_out = a.state_out + size_t(h) * head_state;
+  float* s_mid = a.state_mid ? a.state_mid + size_t(h) * head_state : nullptr;
+  float* s_out = a.state_out ? a.state_out + size_t(h) * head_state : nullptr;
+  float* quiet_dst = s_mid ? s_mid : s_out;
+  float* loud_dst = s_out ? s_out : scratch_head_state(head_state);
   const float q_scale = 1.0f / std::sqrt(float(a.dk));
   const float neg_a = a.neg_a[h], dt = a.dt_bias[h];
-  float qh[kMaxHeadDim], kn[kMaxHeadDim], o[kMaxHeadDim];
+  float qh[kMaxHeadDim] = {}, kn[kMaxHeadDim], o[kMaxHeadDim];  // zeroed: the fast kernel multiplies by q^ without a readout too
+  const float* src = s_in;
   for (int t = 0; t < a.rows; ++t) {
+    const bool readout = a.out && t >= a.quiet;
+    float* dst = t < a.quiet ? quiet_dst : loud_dst;
     const float* row = a.qkv + size_t(t) * size_t(C);
     const float* v = row + 2 * a.nk * a.dk + size_t(h) * a.dv;
-    l2_normalize(row + size_t(kh) * a.dk, a.dk, q_scale, qh);
+    if (readout) l2_normalize(row + size_t(kh) * a.dk, a.dk, q_scale, qh);
     l2_normalize(row + size_t(a.nk + kh) * a.dk, a.dk, 1.0f, kn);
     const size_t gi = size_t(t) * size_t(a.nv) + size_t(h);
     const float beta = sigmoid(a.b[gi]);
     const float alpha = std::exp(neg_a * softplus(a.a[gi] + dt));
-    update(t == 0 ? s_in : s_out, s_out, qh, kn, v, alpha, beta, a.out ? o : nullptr);
-    if (a.out) {
-      const size_t off = size_t(t) * size_t(a.nv) * a.dv + size_t(h) * a.dv;
+    update(src, dst, qh, kn, v, alpha, beta, readout ? o : nullptr);
+    src = dst;
+    if (readout) {
+      const size_t off = size_t(t - a.quiet) * size_t(a.nv) * a.dv + size_t(h) * a.dv;
       gated_rmsnorm(o, a.z + off, a.norm, a.dv, a.eps, a.out + off);
     }
   }
-  // No rows: the state still moves to state_out.
-  if (a.rows == 0 && s_out != s_in)
-    for (size_t i = 0; i < head_state; ++i) s_out[i] = s_in[i];
+  // States that no row wrote are copies of the state before them.
+  auto copy = [&](const float* from, float* to) {
+    if (to && to != from)
+      for (size_t i = 0; i < head_state; ++i) to[i] = from[i];
+  };
+  if (a.quiet == 0) copy(s_in, s_mid);
+  if (a.rows == a.quiet) copy(a.quiet > 0 ? quiet_dst : s_in, s_out);
 }
 
 }  // namespace dflash::gdn

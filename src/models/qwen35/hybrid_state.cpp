@@ -22,23 +22,17 @@ HybridState::HybridState(const ModelConfig& c, int capacity, WType kv_type, cons
   const int n_lin = count_kind(c, LayerKind::LinearAttention);
   conv_floats_ = size_t(shape_.conv_kernel - 1) * size_t(shape_.channels());
   rec_floats_ = size_t(shape_.value_heads) * size_t(shape_.key_dim) * size_t(shape_.value_dim);
-  // Both copies of every layer's states in one block (zero-filled: the state at length 0).
-  memory_ = backend.allocate(2 * size_t(n_lin) * (conv_floats_ + rec_floats_) * sizeof(float));
+  // Every layer's states in one block (zero-filled: the state at length 0).
+  memory_ = backend.allocate(size_t(n_lin) * (conv_floats_ + rec_floats_) * sizeof(float));
   float* p = reinterpret_cast<float*>(memory_.get());
   for (int l = 0; l < n_lin; ++l) {
-    Linear L{};
-    for (int k = 0; k < 2; ++k) {
-      L.rec[k] = p;
-      p += rec_floats_;
-      L.conv[k] = p;
-      p += conv_floats_;
-    }
-    layers_.push_back(L);
+    layers_.push_back(Linear{p + rec_floats_, p});
+    p += rec_floats_ + conv_floats_;
   }
 }
 
 size_t HybridState::bytes() const {
-  const size_t states = 2 * layers_.size() * (conv_floats_ + rec_floats_) * sizeof(float);
+  const size_t states = layers_.size() * (conv_floats_ + rec_floats_) * sizeof(float);
   const size_t log = log_ ? size_t(log_cap_) * log_row_floats() * layers_.size() * sizeof(float) : 0;
   const size_t ckpt = ckpt_ ? layers_.size() * (conv_floats_ + rec_floats_) * sizeof(float) : 0;
   return kv_.bytes() + states + log + ckpt;
@@ -53,19 +47,30 @@ float* HybridState::log_ptr(int li, int part) {
 }
 
 void HybridState::begin_log(int n) {
-  if (n > log_cap_) {
-    log_ = be_.allocate(size_t(n) * log_row_floats() * layers_.size() * sizeof(float));
-    log_cap_ = n;
+  if (n <= log_cap_) return;
+  // A larger log; the pending rows move over (the forward reads them before it logs its own).
+  std::shared_ptr<uint8_t> old = std::move(log_);
+  const int old_cap = log_cap_, keep = pending();
+  log_ = be_.allocate(size_t(n) * log_row_floats() * layers_.size() * sizeof(float));
+  log_cap_ = n;
+  if (keep == 0 || !old) return;
+  const size_t C = size_t(shape_.channels()), nv = size_t(shape_.value_heads);
+  const size_t widths[3] = {C, nv, nv};
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const float* src = reinterpret_cast<const float*>(old.get()) + li * size_t(old_cap) * log_row_floats();
+    for (int part = 0; part < 3; ++part) {
+      std::memcpy(log_ptr(int(li), part), src, sizeof(float) * widths[part] * size_t(keep));
+      src += size_t(old_cap) * widths[part];
+    }
   }
 }
 
-void HybridState::commit(int n, bool keep_old) {
-  if (keep_old) {
-    from_ = length_;
+void HybridState::commit(int n, bool logged) {
+  if (logged) {
+    from_ = length_;  // the forward left the base at its first row and logged its rows
     logged_ = n;
-    cur_ ^= 1;
   } else {
-    from_ = -1;  // updated in place: nothing before this forward is left but the checkpoint
+    from_ = length_ + n;  // updated to its end: nothing before it is left but the checkpoint
     logged_ = 0;
   }
   length_ += n;
@@ -76,10 +81,17 @@ void HybridState::keep_checkpoint() {
   const size_t per_layer = conv_floats_ + rec_floats_;
   if (!ckpt_) ckpt_ = be_.allocate(layers_.size() * per_layer * sizeof(float));
   float* p = reinterpret_cast<float*>(ckpt_.get());
-  for (const Linear& L : layers_) {
-    std::memcpy(p, L.rec[cur_], rec_floats_ * sizeof(float));
-    std::memcpy(p + rec_floats_, L.conv[cur_], conv_floats_ * sizeof(float));
-    p += per_layer;
+  const int j = pending();
+  for (size_t li = 0; li < layers_.size(); ++li, p += per_layer) {
+    const Linear& L = layers_[li];
+    if (j > 0) {
+      // The base plus the pending rows, replayed into the checkpoint (the base stays).
+      model_.replay_linear(int(li), L.conv, L.rec, log_inputs(int(li)), log_b(int(li)), log_a(int(li)), j,
+                           p + rec_floats_, p);
+    } else {
+      std::memcpy(p, L.rec, rec_floats_ * sizeof(float));
+      std::memcpy(p + rec_floats_, L.conv, conv_floats_ * sizeof(float));
+    }
   }
   ckpt_len_ = length_;
 }
@@ -87,20 +99,19 @@ void HybridState::keep_checkpoint() {
 int HybridState::rollback_point(int n) const {
   if (n >= length_) return length_;
   if (n <= 0) return 0;
-  int best = 0;  // start over
-  // The copies from before the last forward, and the rows of its log after them.
-  if (from_ >= 0 && n >= from_) best = std::min(n, from_ + std::max(logged_ - 1, 0));
+  int best = 0;                  // start over
+  if (n >= from_) best = n;      // the base and the log's rows after it
   if (ckpt_len_ >= 0 && ckpt_len_ <= n) best = std::max(best, ckpt_len_);
   return best;
 }
 
 void HybridState::clear() {
   for (Linear& L : layers_) {
-    std::memset(L.conv[cur_], 0, conv_floats_ * sizeof(float));
-    std::memset(L.rec[cur_], 0, rec_floats_ * sizeof(float));
+    std::memset(L.conv, 0, conv_floats_ * sizeof(float));
+    std::memset(L.rec, 0, rec_floats_ * sizeof(float));
   }
   length_ = 0;
-  from_ = -1;
+  from_ = 0;
   logged_ = 0;
   ckpt_len_ = -1;
   kv_.set_length(0);
@@ -110,32 +121,19 @@ void HybridState::rollback(int n) {
   if (n >= length_) return;
   if (rollback_point(n) != n) throw Error("hybrid state: cannot roll back to " + std::to_string(n));
   if (n <= 0) return clear();
-  const int old = cur_ ^ 1;
-  const bool by_log = from_ >= 0 && n >= from_ && n - from_ < std::max(logged_, 1);
-  if (!by_log) {
-    // The checkpoint (rollback_point said it is n): copied back into the current states.
+  if (n < from_) {
+    // The checkpoint (rollback_point said it is n): copied back into the base.
     const float* p = reinterpret_cast<const float*>(ckpt_.get());
     for (Linear& L : layers_) {
-      std::memcpy(L.rec[cur_], p, rec_floats_ * sizeof(float));
-      std::memcpy(L.conv[cur_], p + rec_floats_, conv_floats_ * sizeof(float));
+      std::memcpy(L.rec, p, rec_floats_ * sizeof(float));
+      std::memcpy(L.conv, p + rec_floats_, conv_floats_ * sizeof(float));
       p += conv_floats_ + rec_floats_;
     }
-    from_ = -1;
+    from_ = n;
     logged_ = 0;
-  } else if (n == from_) {
-    cur_ = old;  // the copies from before the last forward
-    from_ = -1;
-    logged_ = 0;
-  } else {
-    // Replay the first j logged rows from the old copies into the current ones. The old
-    // copies and the log stay, so a later rollback to a row between from_ and n still works.
-    const int j = n - from_;
-    for (size_t li = 0; li < layers_.size(); ++li) {
-      Linear& L = layers_[li];
-      model_.replay_linear(int(li), L.conv[old], L.rec[old], log_inputs(int(li)), log_b(int(li)), log_a(int(li)), j,
-                           L.conv[cur_], L.rec[cur_]);
-    }
   }
+  // Inside the block: fewer pending rows; the next forward runs them. The log stays, so a
+  // later rollback to a row between from_ and n still works.
   if (ckpt_len_ > n) ckpt_len_ = -1;  // its KV rows will be overwritten
   length_ = n;
   kv_.set_length(n);

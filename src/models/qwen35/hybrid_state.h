@@ -3,13 +3,16 @@
 // full-attention layers and, per linear-attention layer, the conv state (the last K-1 pre-conv
 // input rows) and the fp32 recurrent state [value_heads][key_dim][value_dim].
 //
-// Rolling back. Every linear layer keeps two copies of its states. A forward called with
-// ForwardArgs::rollback_rows (a verify block) reads one copy and writes the other, so the copy
-// it did not write still holds the state from before that forward; going back there is a
-// swap. It also logs each row's pre-conv inputs and gate inputs (b, a); going back to any row
-// inside the block replays the kept rows from the old copy with the same kernels, so the
-// state equals plain decoding's bit for bit. Other forwards update the current copy in place. A replay costs the
-// recurrence of the kept rows (no projections), and nothing is copied per verified row: a
+// Rolling back. Each linear layer keeps one copy of its states, the base, at length from_;
+// the rows of the last verify block (ForwardArgs::rollback_rows) are logged (pre-conv inputs
+// and gate inputs b, a) and the forward leaves the base at the block's start. Rolling back to
+// any row inside the block, or accepting all of it, costs nothing then: it only sets the
+// length, and the rows between the base and the length are "pending". The next forward runs
+// the pending rows first, without a readout, in the same kernel calls as its own rows
+// (kernels/gated_delta.h, quiet rows), while each head's state is in cache: a verify step
+// reads and writes each state once, as a plain step does, and a rollback costs only the
+// recurrence of the kept rows. The replayed rows are the same kernels on the same inputs, so
+// the state equals plain decoding's bit for bit. Nothing is copied per verified row: a
 // 27B-class state is 150 MB, a per-row snapshot of it per draft position would be that much
 // per row (../shared/qwen35-format.md §6). One more copy, the checkpoint, is kept where the
 // generator asks (the end of a prompt), for a follow-up request's prefix reuse.
@@ -28,7 +31,8 @@ namespace dflash {
 // What a state needs from its model to replay logged rows of linear layer li: the
 // convolution of `rows` logged inputs after `conv_old`, then the recurrence from `rec_old`,
 // writing the states after them (no readout). The model implements it with the same kernels
-// as its forward, so a replayed state is bitwise the state a forward would have left.
+// as its forward, so a replayed state is bitwise the state a forward would have left. Used
+// where a state must exist outside a forward: the checkpoint.
 class LinearReplay {
  public:
   virtual ~LinearReplay() = default;
@@ -52,29 +56,27 @@ class HybridState final : public SequenceState {
 
   // --- For the model's forward ---
   KVCache& kv() { return kv_; }
-  // The states a forward of linear layer li reads (before its rows) and writes (after them):
-  // the other copy when the forward may be rolled back (keep_old), else the same one (in
-  // place: a decode step then reads and writes each state line once, not twice).
-  const float* conv_in(int li) const { return layers_[size_t(li)].conv[cur_]; }
-  float* conv_out(int li, bool keep_old) { return layers_[size_t(li)].conv[keep_old ? cur_ ^ 1 : cur_]; }
-  const float* rec_in(int li) const { return layers_[size_t(li)].rec[cur_]; }
-  float* rec_out(int li, bool keep_old) { return layers_[size_t(li)].rec[keep_old ? cur_ ^ 1 : cur_]; }
-  // A forward of n rows that may be rolled back into (rollback_rows) logs them here:
-  // begin_log(n) first, then per linear layer its pre-conv inputs [n][channels] and gate
-  // inputs b, a [n][value_heads].
+  // Linear layer li's base states (at length from_): the conv state (the last K-1 pre-conv
+  // rows) and the recurrent state.
+  float* conv(int li) { return layers_[size_t(li)].conv; }
+  float* rec(int li) { return layers_[size_t(li)].rec; }
+  // Rows of the log a forward runs before its own (length - from_), and their inputs:
+  // pre-conv [rows][channels], gate inputs b and a [rows][value_heads].
+  int pending() const { return length_ - from_; }
+  // A verify forward of n rows logs them here (begin_log(n) first, keeping pending rows),
+  // after taking the pending rows out.
   void begin_log(int n);
   float* log_inputs(int li) { return log_ptr(li, 0); }
   float* log_b(int li) { return log_ptr(li, 1); }
   float* log_a(int li) { return log_ptr(li, 2); }
-  // After a forward of n rows: with keep_old (rollback_rows) the written copies become
-  // current and the old ones, with the log, reach back into the block; without, the state was
-  // updated in place and only its new length and the checkpoint are reachable.
-  void commit(int n, bool keep_old);
+  // After a forward of n rows that ran the pending rows first: a verify (logged) left the
+  // base at its first row, any other forward at its end.
+  void commit(int n, bool logged);
 
  private:
   struct Linear {
-    float* conv[2];
-    float* rec[2];
+    float* conv;
+    float* rec;
   };
   float* log_ptr(int li, int part);
   size_t log_row_floats() const;
@@ -87,9 +89,8 @@ class HybridState final : public SequenceState {
   std::vector<Linear> layers_;
   size_t conv_floats_ = 0, rec_floats_ = 0;
   int length_ = 0;
-  int cur_ = 0;
-  int from_ = -1;     // the other copies hold the state at this length; -1: none
-  int logged_ = 0;    // rows of the forward from from_ that the log holds (0: none)
+  int from_ = 0;      // the base states' length; from_ <= length_ <= from_ + logged_
+  int logged_ = 0;    // rows of the log (the last verify block, from from_)
   int log_cap_ = 0;   // rows the log memory has room for
   std::shared_ptr<uint8_t> log_;
   int ckpt_len_ = -1;  // the checkpoint's length; -1: none

@@ -92,6 +92,54 @@ TEST(GatedDelta, RowsOneAtATimeEqualAllAtOnceInPlaceOrNot) {
   }
 }
 
+// Quiet rows (the rows a rollback left pending, run first by the next forward) are ordinary
+// rows without a readout: every placement of the states gives the bits of two separate calls,
+// for the fast kernel and its twin alike.
+TEST(GatedDelta, QuietRowsGiveTheBitsOfTwoCalls) {
+  ThreadPool pool(2);
+  for (const Case& c : kCases) {
+    for (int quiet : {0, 1, c.rows / 2, c.rows}) {
+      Inputs in(c, 61 + uint64_t(quiet));
+      const int loud = c.rows - quiet;
+      const size_t S = in.state.size(), on = size_t(loud) * c.nv * c.dv;
+      // Two calls: the quiet rows (state only), then the rest with its readout.
+      std::vector<float> mid(S), fin(S), o_two(size_t(c.rows) * c.nv * c.dv + 1);
+      ref::gated_delta_net(in.args(0, quiet, in.state.data(), mid.data(), nullptr));
+      ref::gated_delta_net(in.args(quiet, loud, mid.data(), fin.data(), o_two.data()));
+      for (int fast = 0; fast < 2; ++fast) {
+        auto run = [&](GatedDeltaArgs g) {
+          if (fast) gated_delta_net(g, &pool);
+          else ref::gated_delta_net(g);
+        };
+        auto one = [&](const float* s_in, float* s_mid, float* s_out, float* o) {
+          GatedDeltaArgs g = in.args(0, c.rows, s_in, s_out, nullptr);
+          g.z = in.z.data() + size_t(quiet) * c.nv * c.dv;  // z and out start at the first loud row
+          g.out = o;
+          g.quiet = quiet;
+          g.state_mid = s_mid;
+          return run(g);
+        };
+        // A verify: the state after the quiet rows kept in place, the final one not kept.
+        const float* o_want = o_two.data() + size_t(quiet) * c.nv * c.dv;  // args() placed it at row `quiet`
+        std::vector<float> s = in.state, o(on + 1);
+        one(s.data(), s.data(), nullptr, loud ? o.data() : nullptr);
+        ASSERT_EQ(0, std::memcmp(mid.data(), s.data(), S * 4)) << "mid in place, quiet " << quiet;
+        ASSERT_EQ(0, std::memcmp(o_want, o.data(), on * 4)) << "readout, quiet " << quiet;
+        // Any other forward: all rows in place.
+        s = in.state;
+        one(s.data(), nullptr, s.data(), loud ? o.data() : nullptr);
+        ASSERT_EQ(0, std::memcmp(fin.data(), s.data(), S * 4)) << "end in place, quiet " << quiet;
+        ASSERT_EQ(0, std::memcmp(o_want, o.data(), on * 4));
+        // Both states, out of place.
+        std::vector<float> m2(S, -1.0f), f2(S, -1.0f);
+        one(in.state.data(), m2.data(), f2.data(), nullptr);
+        ASSERT_EQ(0, std::memcmp(mid.data(), m2.data(), S * 4)) << "fast " << fast << " quiet " << quiet;
+        ASSERT_EQ(0, std::memcmp(fin.data(), f2.data(), S * 4)) << "fast " << fast << " quiet " << quiet;
+      }
+    }
+  }
+}
+
 TEST(GatedDelta, MatchesTheClosedFormInDouble) {
   const Case c{6, 2, 4, 16, 8};
   Inputs in(c, 31);

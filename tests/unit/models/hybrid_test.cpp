@@ -208,3 +208,36 @@ TEST(Hybrid, SequencesBatchedTogetherGiveTheirOwnBits) {
   m->forward(*alone[0], a);
   EXPECT_EQ(0, std::memcmp(x.data(), y.data(), sizeof(float) * x.size()));
 }
+
+// A rollback into a verify block leaves the kept rows pending for the next forward; a
+// checkpoint taken then (the end of a prompt) must still be the state at its length: going
+// back to it and decoding on gives plain decoding's bits, and so does the base it left alone.
+TEST(Hybrid, CheckpointWithRowsPendingIsTheStateAtItsLength) {
+  auto m = Qwen35Model::random(hybrid_config(), WType::F32, 13, make_cpu_backend(2));
+  const int V = m->config().vocab;
+  const auto ids = ids_of(36);
+  const auto plain = run(*m, ids, 1);
+  auto st = m->new_state(64);
+  ForwardArgs a;
+  a.tokens = ids.data();
+  a.n = 12;
+  m->forward(*st, a);
+  a.tokens = ids.data() + 12;
+  a.n = 6;
+  a.rollback_rows = true;
+  m->forward(*st, a);
+  st->rollback(15);  // three rows pending
+  st->keep_checkpoint();
+  std::vector<float> lg(size_t(36 - 15) * V);
+  for (int pass = 0; pass < 2; ++pass) {
+    ForwardArgs rest;
+    rest.tokens = ids.data() + 15;
+    rest.n = 36 - 15;
+    rest.logits_from = 0;
+    rest.logits = lg.data();
+    m->forward(*st, rest);
+    ASSERT_EQ(0, std::memcmp(plain.data() + size_t(15) * V, lg.data(), sizeof(float) * lg.size())) << "pass " << pass;
+    ASSERT_EQ(15, st->rollback_point(15));
+    st->rollback(15);  // the second pass starts from the checkpoint
+  }
+}
