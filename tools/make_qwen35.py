@@ -6,7 +6,9 @@
       --head-dim 32 --ffn 128 --vocab 384 --no-tie --form multimodal --dtype bf16 --seed 1
 
 Writes config.json (the published key set, ../shared/qwen35-format.md §1: multimodal form
-with text_config + vision_config, or the flat Qwen3_5ForCausalLM form), generation_config.json,
+with text_config + vision_config, the flat Qwen3_5ForCausalLM form, or --form qwen3-next: the
+flat dense Qwen3NextForCausalLM form of §1.3, whose linear layers store the fused, per-key-head
+grouped in_proj_qkvz / in_proj_ba), generation_config.json,
 model.safetensors (or shards + index) with the published per-tensor dtypes (§2.6: A_log F32,
 the rest --dtype), and the tokenizer of tests/data/random_pair/target when the vocab holds its
 384 ids (otherwise no tokenizer; the script says so). Importable: make_qwen35(out_dir, **kw).
@@ -88,6 +90,19 @@ def hf_config(form, hidden, layers, types, full_every, heads, kv_heads, head_dim
     }
     if form == "causal-lm":
         return {"architectures": [FORMS[form]["arch"]], **text, "transformers_version": "4.57.0"}
+    if form == "qwen3-next":
+        # fmt §1.3: flat, the published Qwen3-Next key set: RoPE keys at the top level (plain
+        # NeoX, no mRoPE section), no MTP keys, and the MoE keys of a dense model: num_experts
+        # 0 (HF's default, 512, would make every layer a mixture of experts).
+        nxt = {k: v for k, v in text.items() if k not in (
+            "rope_parameters", "attn_output_gate", "mtp_num_hidden_layers",
+            "mtp_use_dedicated_embeddings", "mamba_ssm_dtype")}
+        nxt.update({"model_type": "qwen3_next", "rope_theta": rope_theta, "rope_scaling": None,
+                    "partial_rotary_factor": partial_rotary, "num_experts": 0,
+                    "num_experts_per_tok": 10, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                    "norm_topk_prob": True})
+        return {"architectures": [FORMS[form]["arch"]], **nxt, "transformers_version": "4.57.0"}
     # fmt §1.1 multimodal: top-level ids are the published ones (a text-only reader ignores
     # them; with a tiny vocab they lie outside it). vision_config: the 27B values of fmt §1.1
     # except out_hidden_size, which is the text width; no vision tensors are written unless
@@ -164,6 +179,35 @@ def mtp_tensors(cfg, seed):
     return out
 
 
+def fuse_linear_projections(sd, cfg):
+    """fmt §1.3: Qwen3-Next's form of each linear layer's input projections. in_proj_qkvz
+    [2*nk*dk + 2*nv*dv, H] holds, for key head g = 0..nk-1 in turn, q_g (dk rows), k_g (dk),
+    then v and z of g's r = nv/nk value heads (value heads g*r .. g*r+r-1, r*dv rows each);
+    in_proj_ba [2*nv, H] holds, per g, b then a of those r value heads."""
+    nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+    dk, dv, r = cfg.linear_key_head_dim, cfg.linear_value_head_dim, nv // nk
+    out = {}
+    for name, t in sd.items():
+        if not name.endswith("linear_attn.in_proj_qkv.weight"):
+            if not name.endswith(("linear_attn.in_proj_z.weight", "linear_attn.in_proj_b.weight",
+                                  "linear_attn.in_proj_a.weight")):
+                out[name] = t
+            continue
+        base = name[:-len("in_proj_qkv.weight")]
+        qkv, z = t, sd[base + "in_proj_z.weight"]
+        b, a = sd[base + "in_proj_b.weight"], sd[base + "in_proj_a.weight"]
+        qkvz_rows, ba_rows = [], []
+        for g in range(nk):
+            qkvz_rows += [qkv[g * dk:(g + 1) * dk],                               # q_g
+                          qkv[nk * dk + g * dk:nk * dk + (g + 1) * dk]]           # k_g
+            vs = slice(g * r * dv, (g + 1) * r * dv)                              # heads g*r..
+            qkvz_rows += [qkv[2 * nk * dk:][vs], z[vs]]                           # v_g, z_g
+            ba_rows += [b[g * r:(g + 1) * r], a[g * r:(g + 1) * r]]
+        out[base + "in_proj_qkvz.weight"] = torch.cat(qkvz_rows).contiguous()
+        out[base + "in_proj_ba.weight"] = torch.cat(ba_rows).contiguous()
+    return out
+
+
 def stored_dtype(name, dtype, alt_small):
     """fmt §2.6: everything --dtype except linear_attn.A_log (always F32). For the two
     disputed 1-D tensors (only matters with bf16): default norm F32 / dt_bias BF16 (two
@@ -197,7 +241,10 @@ def make_qwen35(out_dir, hidden=64, layers=8, full_every=4, layer_types=None,
     model = Qwen35Model(cfg).double()
     init_weights(model, seed, zero_norms)
     tensors = {}
-    for name, t in model.hf_state_dict(form).items():
+    sd = model.hf_state_dict(form)
+    if form == "qwen3-next":
+        sd = fuse_linear_projections(sd, cfg)
+    for name, t in sd.items():
         tensors[name] = t.to(DTYPES[stored_dtype(name, dtype, alt_small_dtypes)][0])
     if mtp:
         for name, t in mtp_tensors(cfg, seed).items():
@@ -209,7 +256,8 @@ def make_qwen35(out_dir, hidden=64, layers=8, full_every=4, layer_types=None,
         # check that readers skip the vision tower.
         tensors["model.visual.patch_embed.proj.weight"] = torch.randn(
             8, 3, 2, 2, 2, generator=torch.Generator().manual_seed(seed)).to(DTYPES[dtype][0])
-    # The returned model holds the stored (rounded) values.
+    # The returned model holds the stored (rounded) values (the qwen3-next form read back
+    # through the reference's own unpacking).
     model.load_hf_state_dict(tensors)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:

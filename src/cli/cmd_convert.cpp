@@ -20,7 +20,7 @@ void add_convert_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("convert", "Convert a Hugging Face model folder to a GGUF file llama.cpp loads");
-  sub->add_option("--model", o->model, "Hugging Face folder (qwen3, qwen2, llama, qwen3_5)")->required();
+  sub->add_option("--model", o->model, "Hugging Face folder (qwen3, qwen2, llama, qwen3_5, dense qwen3_next)")->required();
   sub->add_option("--out", o->out, "Output .gguf file")->required();
   sub->add_option("--type", o->type, "bf16 | q8_0 | q4_0 | f16 | f32")->check(CLI::IsMember({"bf16", "q8_0", "q4_0", "f32", "f16"}));
   sub->callback([o] {

@@ -10,8 +10,9 @@
 
 namespace dflash {
 
-// The Qwen3.5 hybrids by config.json (architectures / model_type) or GGUF
-// general.architecture "qwen35"; everything else goes to the dense decoders, whose loader
+// The Qwen3.5 hybrids and dense Qwen3-Next (same forward, ../shared/qwen35-format.md §1.3) by
+// config.json (architectures / model_type, is_qwen35_config) or GGUF general.architecture
+// "qwen35"; everything else goes to the dense decoders, whose loader
 // reads both formats and names the supported architectures when a checkpoint is none of them.
 std::unique_ptr<TargetModel> TargetModel::load(const std::string& path, LoadOptions opt) {
   if (has_gguf_suffix(path)) {

@@ -37,6 +37,7 @@ enum class Dim : uint8_t {
   LinValueDim,   // value_heads * value_dim
   LinValueHeads,
   LinHeadDim,    // value_dim: the gated norm's width
+  LinKeyHeads,   // key_heads: the groups of Qwen3-Next's fused projections
   Count
 };
 

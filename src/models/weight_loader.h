@@ -21,6 +21,8 @@ class WeightLoader final : public TensorSource {
 
   const TensorView& get(const std::string& name, const std::vector<int64_t>& shape) const;
   const TensorView* try_get(const std::string& name) const { return store_.find(name); }
+  // The checkpoint folder, which errors about a tensor that is not there name.
+  const std::string& dir() const { return dir_; }
   bool contains(const std::string& name) const override { return try_get(name) != nullptr; }
   // A [rows][cols] matrix in `type` (nullopt: the stored dtype); zero-copy when they agree.
   // Hugging Face rows are the reference order: qk_head_dim must be 0.

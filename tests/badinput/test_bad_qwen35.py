@@ -14,6 +14,13 @@ file and the problem, and no sanitizer report ($DFLASH_ASAN_BIN, the AddressSani
   missing_linear_key       config.json                missing ; linear_num_key_heads
   rope_type_unsupported    config.json                rope_type ; yarn
 The base checkpoint (multimodal form, nk=2 nv=4, layers L,L,L,F, f32) must load first.
+Qwen3-Next's dense form (fmt §1.3, make_qwen35 --form qwen3-next, same shape) must load too;
+broken copies of it:
+  next_qkvz_rows           model.safetensors          shape ; in_proj_qkvz      (2 rows short)
+  next_ba_missing          model.safetensors|<dir>    missing ; in_proj_ba
+  next_both_forms          model.safetensors          in_proj_qkvz ; in_proj_z  (fused and separate)
+  next_moe                 config.json                mixture-of-experts ; num_experts (512)
+  next_moe_default         config.json                mixture-of-experts ; num_experts (absent: HF's 512)
 """
 import json
 import os
@@ -50,6 +57,48 @@ def reshape(name, shape_fn):
         # Same byte count, other shape: only the shape check can catch it.
         bm.edit_header(os.path.join(d, ST), fn)
     return edit
+
+
+NP = "model.layers."
+T_QKVZ = NP + "1.linear_attn.in_proj_qkvz.weight"
+T_BA = NP + "2.linear_attn.in_proj_ba.weight"
+
+
+def qkvz_short(d):
+    """in_proj_qkvz two rows short, its bytes cut to match (a consistent file of the wrong shape)."""
+    header, data = bm.load_raw(os.path.join(d, ST))
+    rows, cols = header[T_QKVZ]["shape"]
+    b, _ = header[T_QKVZ]["data_offsets"]
+    bm.replace_tensor(os.path.join(d, ST), T_QKVZ, header[T_QKVZ]["dtype"], [rows - 2, cols],
+                      data[b:b + (rows - 2) * cols * 4])
+
+
+def add_separate_z(d):
+    """Layer 1 also gets a separate in_proj_z (zeros of the right shape) beside its fused pair."""
+    path = os.path.join(d, ST)
+    header, data = bm.load_raw(path)
+    cols = header[T_QKVZ]["shape"][1]
+    rows = header[NP + "1.linear_attn.out_proj.weight"]["shape"][1]  # nv * dv
+    blob = bytes(rows * cols * 4)
+    header[NP + "1.linear_attn.in_proj_z.weight"] = {"dtype": "F32", "shape": [rows, cols],
+                                                    "data_offsets": [len(data), len(data) + len(blob)]}
+    bm.save_raw(path, header, data + blob)
+
+
+def next_case_list():
+    st = lambda d: os.path.join(d, ST)  # noqa: E731
+    cfg = lambda fn: lambda d: bm.edit_json(os.path.join(d, "config.json"), fn)  # noqa: E731
+    L = bm.LOGITS
+    return [
+        ("next_qkvz_rows", False, qkvz_short, [ST], ["shape", "in_proj_qkvz"], L),
+        ("next_ba_missing", False, lambda d: bm.drop_tensor(st(d), T_BA), [ST, "next_ba_missing"],
+         ["missing", "in_proj_ba"], L),
+        ("next_both_forms", False, add_separate_z, [ST], ["in_proj_qkvz", "in_proj_z."], L),
+        ("next_moe", False, cfg(lambda j: j.update(num_experts=512)), ["config.json"],
+         ["mixture-of-experts", "num_experts"], L),
+        ("next_moe_default", False, cfg(lambda j: j.pop("num_experts")), ["config.json"],
+         ["mixture-of-experts", "num_experts"], L),
+    ]
 
 
 def case_list():
@@ -89,16 +138,20 @@ def main():
         base = os.path.join(tmp, "base")
         make_qwen35(base, form="multimodal", hidden=64, layers=4, layer_types="L,L,L,F", linear_key_heads=2,
                     linear_value_heads=4, vocab=300, dtype="f32", seed=3)
-        p = subprocess.run([binary, bm.LOGITS[0], "--model", base] + bm.LOGITS[1:], capture_output=True, text=True,
-                           timeout=120, env=bm.asan_env())
-        ok = p.returncode == 0 and not p.stderr.strip()
-        n_pass, n_fail = n_pass + ok, n_fail + (not ok)
-        print(f"{'PASS' if ok else 'FAIL'} valid hybrid model loads: exit {p.returncode} {p.stderr.strip()[:300]}",
-              flush=True)
-        for case in case_list():
-            ok, detail = bm.run_case(binary, {False: base}, tmp, case)
+        nxt = os.path.join(tmp, "base_next")
+        make_qwen35(nxt, form="qwen3-next", hidden=64, layers=4, layer_types="L,L,L,F", linear_key_heads=2,
+                    linear_value_heads=4, vocab=300, dtype="f32", seed=3)
+        for label, d, cases in (("hybrid", base, case_list()), ("qwen3-next", nxt, next_case_list())):
+            p = subprocess.run([binary, bm.LOGITS[0], "--model", d] + bm.LOGITS[1:], capture_output=True, text=True,
+                               timeout=120, env=bm.asan_env())
+            ok = p.returncode == 0 and not p.stderr.strip()
             n_pass, n_fail = n_pass + ok, n_fail + (not ok)
-            print(f"{'PASS' if ok else 'FAIL'} {case[0]}: {detail}", flush=True)
+            print(f"{'PASS' if ok else 'FAIL'} valid {label} model loads: exit {p.returncode} {p.stderr.strip()[:300]}",
+                  flush=True)
+            for case in cases:
+                ok, detail = bm.run_case(binary, {False: d}, tmp, case)
+                n_pass, n_fail = n_pass + ok, n_fail + (not ok)
+                print(f"{'PASS' if ok else 'FAIL'} {case[0]}: {detail}", flush=True)
     print(f"{n_pass} passed, {n_fail} failed")
     return 1 if n_fail else 0
 

@@ -12,7 +12,9 @@ Checks per shape: f32 logits (max|diff| <= 1e-4 * max|logit| against the float64
 on the stored values), bf16 (1e-3), q8/q4 (relative error and argmax agreement, as the dense
 family's oracle), a 64-token greedy continuation equal to the reference's. Then: A in the other
 checkpoint form, and A as an MLX conversion (prefix language_model.model., norms stored as
-1 + w, conv [C, K, 1]) give bitwise the same logits as A.
+1 + w, conv [C, K, 1]) give bitwise the same logits as A. Last, Qwen3-Next's dense form
+(nk=2 nv=6, fused in_proj_qkvz / in_proj_ba): bitwise the logits of the same weights in the
+causal-lm form, f32 logits and a 64-token greedy continuation against the reference.
 """
 import json
 import os
@@ -219,6 +221,42 @@ def test_forms(d32, spec, prompt, V, tmp):
            "bitwise equal logits" if np.array_equal(base, got) else f"max|diff| {np.abs(base - got).max():.3g}")
 
 
+def test_qwen3_next(tmp):
+    """Qwen3-Next's dense form (fmt §1.3: flat qwen3_next config, fused per-key-head grouped
+    in_proj_qkvz / in_proj_ba) with nk != nv: the engine gives bitwise the logits of the same
+    weights in the Qwen3.5 causal-lm form (f32, stored bf16 native, q8: the split rows are
+    encoded as the separate tensors are), f32 logits within TOL_F32 of the reference reading the
+    fused folder by its own unpacking, and the reference's 64-token greedy continuation."""
+    spec = dict(linear_key_heads=2, linear_value_heads=6, layers=4, full_every=4, tie=False)
+    d_next, d_sep = os.path.join(tmp, "next_f32"), os.path.join(tmp, "next_sep_f32")
+    cfg, _, _ = make_qwen35(d_next, form="qwen3-next", dtype="f32", seed=11, **spec)
+    make_qwen35(d_sep, form="causal-lm", dtype="f32", seed=11, **spec)
+    with open(os.path.join(d_next, "config.json")) as f:
+        assert json.load(f)["model_type"] == "qwen3_next"
+    from reference.safetensors_io import read_model_tensors
+    names = read_model_tensors(d_next)
+    assert "model.layers.0.linear_attn.in_proj_qkvz.weight" in names, "qwen3-next form without fused tensors"
+    assert "model.layers.0.linear_attn.in_proj_qkv.weight" not in names
+    V = cfg.vocab_size
+    prompt = torch.randint(0, V - 3, (PROMPT_LEN,), generator=torch.Generator().manual_seed(300)).tolist()
+    for weights, dtype in (("f32", "f32"), ("native", "bf16"), ("q8", "f32")):
+        a, b = d_next, d_sep
+        if dtype == "bf16":
+            a, b = d_next + "_bf16", d_sep + "_bf16"
+            make_qwen35(a, form="qwen3-next", dtype="bf16", seed=11, **spec)
+            make_qwen35(b, form="causal-lm", dtype="bf16", seed=11, **spec)
+        x = engine_logits(a, prompt, weights, V, tmp).numpy()
+        y = engine_logits(b, prompt, weights, V, tmp).numpy()
+        report(np.array_equal(x, y), f"qwen3-next form nk=2 nv=6 ({dtype} stored, --weights {weights})",
+               "bitwise equal to the causal-lm form" if np.array_equal(x, y)
+               else f"max|diff| {np.abs(x - y).max():.3g} vs the causal-lm form")
+    _, ref_model = load_hf_folder(d_next, torch.float64)
+    with torch.no_grad():
+        ref = ref_model.forward(torch.tensor(prompt))
+    check_close("qwen3-next f32 logits vs reference", engine_logits(d_next, prompt, "f32", V, tmp), ref, TOL_F32)
+    check_greedy(f"qwen3-next greedy {GEN_LEN}", d_next, ref_model, prompt)
+
+
 def main():
     global BIN
     torch.manual_seed(0)
@@ -239,6 +277,10 @@ def main():
             test_forms(d32, spec, prompt, V, tmp)
         except Exception as e:
             report(False, "checkpoint forms", f"{type(e).__name__}: {e}")
+        try:
+            test_qwen3_next(tmp)
+        except Exception as e:
+            report(False, "qwen3-next form", f"{type(e).__name__}: {e}")
     print(f"({time.time() - t0:.1f} s)")
     print(f"{n_pass} passed, {n_fail} failed")
     return 1 if n_fail or n_pass == 0 else 0

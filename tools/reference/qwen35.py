@@ -16,7 +16,9 @@ Entry points
 Parameter names are the HF names without the decoder prefix (`embed_tokens.weight`,
 `layers.N.linear_attn.A_log`, `norm.weight`, `lm_head.weight` when untied);
 `hf_state_dict(form)` / `load_hf_state_dict` translate to and from checkpoint names for the
-two HF forms: multimodal `model.language_model.` and text-only `model.` (fmt §2.1).
+two HF forms: multimodal `model.language_model.` and text-only `model.` (fmt §2.1);
+`load_hf_state_dict` also reads Qwen3-Next's fused linear projections (fmt §1.3, form
+"qwen3-next", written by tools/make_qwen35.py) by unpacking them.
 """
 import copy
 import dataclasses
@@ -36,7 +38,12 @@ FORMS = {
                    "prefix": "model.language_model."},
     "causal-lm": {"arch": "Qwen3_5ForCausalLM", "model_type": "qwen3_5_text",
                   "prefix": "model."},
+    # fmt §1.3: Qwen3-Next's dense form, flat config, fused in_proj_qkvz / in_proj_ba.
+    "qwen3-next": {"arch": "Qwen3NextForCausalLM", "model_type": "qwen3_next",
+                   "prefix": "model."},
 }
+# fmt §1.3: the fused linear-attention projections of the qwen3-next form.
+FUSED_QKVZ, FUSED_BA = "linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight"
 # fmt §2.1: tensors a text-only forward ignores (HF ignores ^mtp.* and ^model.visual.*).
 SKIPPED_PREFIXES = ("mtp.", "model.visual.")
 # fmt §2.1: MLX conversions have +1 folded into the zero-centered norms and conv1d reshaped;
@@ -83,7 +90,16 @@ class Qwen35Config:
         """Parse config.json. fmt §1.1: with `text_config` the text keys live there
         (multimodal form); without it the whole file is the text config."""
         archs = d.get("architectures") or []
-        if "text_config" in d:
+        if d.get("model_type") == "qwen3_next" or "Qwen3NextForCausalLM" in archs:
+            form, text = "qwen3-next", dict(d)
+            # HF Qwen3NextConfig: num_experts defaults to 512; layer l is MoE iff l not in
+            # mlp_only_layers and (l+1) % decoder_sparse_step == 0. Dense only here.
+            if d.get("num_experts", 512) > 0:
+                step, only = d.get("decoder_sparse_step", 1), set(d.get("mlp_only_layers") or [])
+                if any(l not in only and (step <= 0 or (l + 1) % step == 0)
+                       for l in range(d["num_hidden_layers"])):
+                    raise ValueError("mixture-of-experts Qwen3-Next: not in this reference")
+        elif "text_config" in d:
             form, text = "multimodal", dict(d["text_config"])
             if d.get("model_type") not in (None, "qwen3_5") or \
                     text.get("model_type") not in (None, "qwen3_5_text"):
@@ -115,7 +131,7 @@ class Qwen35Config:
         # tie_word_embeddings is a top-level key; we take the top-level value when present,
         # else text_config's (HF's outer model reads the outer config's flag).
         tie = d.get("tie_word_embeddings", g("tie_word_embeddings", False))
-        if form == "causal-lm":
+        if form != "multimodal":
             tie = g("tie_word_embeddings", False)
         return cls(
             vocab_size=g("vocab_size"), hidden_size=g("hidden_size"),
@@ -483,6 +499,7 @@ class Qwen35Model(nn.Module):
             prefix = "model."
         else:
             raise KeyError("no embed_tokens.weight under model.language_model. or model.")
+        sd = self.unfuse_linear_projections(sd)
         own = self.state_dict()
         new, used = {}, set()
         for k, v in own.items():
@@ -501,6 +518,41 @@ class Qwen35Model(nn.Module):
             raise KeyError(f"unexpected tensor {name}")
         self.load_state_dict(new)
         return prefix
+
+
+    def unfuse_linear_projections(self, sd):
+        """fmt §1.3: a qwen3-next checkpoint stores each linear layer's in_proj_qkv/z/b/a as
+        in_proj_qkvz [2*nk*dk + 2*nv*dv, H], rows per key head g: q_g (dk) | k_g (dk) |
+        v_g (r*dv) | z_g (r*dv), and in_proj_ba [2*nv, H], per g: b_g (r) | a_g (r), r = nv/nk.
+        Returns sd with those pairs replaced by the four separate tensors (value head g*r + j,
+        fmt §2.3 order); a layer with one of the pair, or with both forms, raises."""
+        cfg = self.cfg
+        nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+        dk, dv, r = cfg.linear_key_head_dim, cfg.linear_value_head_dim, nv // nk
+        out = dict(sd)
+        for name in sd:
+            if not name.endswith(FUSED_QKVZ):
+                continue
+            base = name[:-len(FUSED_QKVZ)] + "linear_attn."
+            qkvz, ba = out.pop(name), out.pop(base + "in_proj_ba.weight", None)
+            if ba is None:
+                raise KeyError(f"missing tensor {base}in_proj_ba.weight beside {name}")
+            H = qkvz.shape[-1]
+            if tuple(qkvz.shape) != (2 * nk * dk + 2 * nv * dv, H) or tuple(ba.shape) != (2 * nv, H):
+                raise ValueError(f"{name}: fused shapes {list(qkvz.shape)}, {list(ba.shape)}")
+            for sep in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"):
+                if base + sep + ".weight" in out:
+                    raise KeyError(f"both {name} and {base}{sep}.weight")
+            q, k, v, z = torch.split(qkvz.reshape(nk, -1, H), [dk, dk, r * dv, r * dv], dim=1)
+            b, a = torch.split(ba.reshape(nk, 2 * r, H), [r, r], dim=1)
+            out[base + "in_proj_qkv.weight"] = torch.cat(
+                [q.reshape(nk * dk, H), k.reshape(nk * dk, H), v.reshape(nv * dv, H)])
+            out[base + "in_proj_z.weight"] = z.reshape(nv * dv, H)
+            out[base + "in_proj_b.weight"] = b.reshape(nv, H)
+            out[base + "in_proj_a.weight"] = a.reshape(nv, H)
+        if any(n.endswith("linear_attn.in_proj_ba.weight") for n in out):
+            raise KeyError("in_proj_ba without its in_proj_qkvz")
+        return out
 
 
 def load_hf_folder(model_dir, dtype=torch.float32, state_dtype=None):

@@ -26,9 +26,12 @@ ModelConfig dense_config_from_json(const nlohmann::json& root, const std::string
   c.arch = find_arch_by_hf_name(arch_name);
   if (!c.arch && &j != &root && j.contains("model_type") && j["model_type"].is_string())
     c.arch = find_arch_by_model_type(j["model_type"].get<std::string>());
+  // The hybrid family's names too: target_families.cpp sends their configs elsewhere before
+  // this reader, but a user reading this message wants the whole list.
   if (!c.arch)
     throw file_error(origin, "unknown architecture '" + (arch_name.empty() ? std::string("(none)") : arch_name) +
-                                 "' (supported: " + supported_arch_names() + ")");
+                                 "' (supported: " + supported_arch_names() +
+                                 ", Qwen3_5ForConditionalGeneration, Qwen3_5ForCausalLM, Qwen3NextForCausalLM)");
   c.hidden = config_int(j, "hidden_size", origin);
   c.n_layers = config_int(j, "num_hidden_layers", origin);
   c.n_heads = config_int(j, "num_attention_heads", origin);
@@ -80,7 +83,7 @@ ModelConfig dense_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = find_arch_by_model_type(*arch);
   if (!c.arch)
-    throw file_error(f.path(), "unknown architecture '" + *arch + "' (supported from GGUF: qwen3, qwen2, llama)");
+    throw file_error(f.path(), "unknown architecture '" + *arch + "' (supported from GGUF: qwen3, qwen2, llama, qwen35)");
   c.architecture = c.arch->hf_name;
   const std::string a = *arch + ".";
   c.hidden = need_int(f, a + "embedding_length");

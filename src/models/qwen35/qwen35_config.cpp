@@ -44,27 +44,60 @@ void check_linear_shape(const ModelConfig& c, const std::string& origin, const c
                                    std::to_string(gdn::kMaxHeadDim));
 }
 
+// Qwen3-Next (§1.3) is this family's forward with a dense MLP; its published checkpoints are
+// mixture-of-experts, which the forward does not have. Hugging Face's rule: layer l uses experts
+// iff l is not in mlp_only_layers, num_experts > 0 and (l + 1) % decoder_sparse_step == 0, with
+// the defaults num_experts 512, decoder_sparse_step 1, mlp_only_layers [] (Qwen3NextConfig), so
+// a config that leaves num_experts out asks for experts; a dense one says num_experts 0 (or lists
+// every layer in mlp_only_layers).
+void refuse_qwen3_next_moe(const nlohmann::json& j, int n_layers, const std::string& origin) {
+  auto int_key = [&](const char* key, int64_t dflt) {
+    if (!j.contains(key) || j[key].is_null()) return dflt;
+    if (!j[key].is_number_integer()) throw file_error(origin, std::string("config key '") + key + "' must be an integer");
+    return j[key].get<int64_t>();
+  };
+  const int64_t experts = int_key("num_experts", 512);
+  if (experts <= 0) return;
+  const int64_t step = int_key("decoder_sparse_step", 1);
+  std::vector<bool> dense_only(size_t(n_layers), false);
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
+    for (const auto& e : j["mlp_only_layers"])
+      if (e.is_number_integer() && e.get<int64_t>() >= 0 && e.get<int64_t>() < n_layers)
+        dense_only[size_t(e.get<int64_t>())] = true;
+  for (int l = 0; l < n_layers; ++l) {
+    if (dense_only[size_t(l)] || (step > 0 && (l + 1) % step != 0)) continue;
+    throw file_error(origin, "mixture-of-experts Qwen3-Next is not supported (num_experts " +
+                                 std::string(j.contains("num_experts") ? "" : "absent, Hugging Face's default ") +
+                                 std::to_string(experts) + "; layer " + std::to_string(l) +
+                                 " would use experts): only the dense form loads (num_experts 0)");
+  }
+}
+
 }  // namespace
 
 bool is_qwen35_config(const nlohmann::json& root) {
   if (!root.is_object()) return false;
   const std::string a = first_architecture(root);
-  if (a == "Qwen3_5ForConditionalGeneration" || a == "Qwen3_5ForCausalLM") return true;
+  if (a == "Qwen3_5ForConditionalGeneration" || a == "Qwen3_5ForCausalLM" || a == "Qwen3NextForCausalLM") return true;
   const std::string t = model_type(root);
-  return t == "qwen3_5" || t == "qwen3_5_text";
+  return t == "qwen3_5" || t == "qwen3_5_text" || t == "qwen3_next";
 }
 
 ModelConfig qwen35_config_from_json(const nlohmann::json& root, const std::string& origin) {
   if (!root.is_object()) throw file_error(origin, "config must be a JSON object");
   ModelConfig c;
   c.architecture = first_architecture(root);
-  if (c.architecture.empty()) c.architecture = model_type(root) == "qwen3_5" ? "Qwen3_5ForConditionalGeneration"
-                                                                              : "Qwen3_5ForCausalLM";
+  const std::string type = model_type(root);
+  if (c.architecture.empty())
+    c.architecture = type == "qwen3_5" ? "Qwen3_5ForConditionalGeneration"
+                     : type == "qwen3_next" ? "Qwen3NextForCausalLM" : "Qwen3_5ForCausalLM";
+  const bool next = c.architecture == "Qwen3NextForCausalLM" || type == "qwen3_next";
   // The multimodal form keeps the language model's keys in text_config (§1.1).
   const bool nested = root.contains("text_config") && root["text_config"].is_object();
   const nlohmann::json& j = nested ? root["text_config"] : root;
   c.hidden = config_int(j, "hidden_size", origin);
   c.n_layers = config_int(j, "num_hidden_layers", origin);
+  if (next) refuse_qwen3_next_moe(j, c.n_layers, origin);
   c.n_heads = config_int(j, "num_attention_heads", origin);
   c.n_kv_heads = optional_int(j, "num_key_value_heads", c.n_heads, origin);
   c.head_dim = optional_int(j, "head_dim", 256, origin);

@@ -1,7 +1,9 @@
 #pragma once
 // The Qwen3.5 / Qwen3.6 hybrid family's config reader (../shared/qwen35-format.md §1): the
 // multimodal form (Qwen3_5ForConditionalGeneration, text keys under text_config) and the
-// text-only form (Qwen3_5ForCausalLM), into a ModelConfig with its linear-attention shape.
+// text-only form (Qwen3_5ForCausalLM), and Qwen3-Next's flat dense form (Qwen3NextForCausalLM,
+// model_type qwen3_next, §1.3; mixture-of-experts configs are refused), into a ModelConfig
+// with its linear-attention shape.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -10,7 +12,7 @@
 
 namespace dflash {
 
-// Whether a config.json names a Qwen3.5 hybrid (by architectures or model_type).
+// Whether a config.json names a Qwen3.5 hybrid or Qwen3-Next (by architectures or model_type).
 bool is_qwen35_config(const nlohmann::json& root);
 
 ModelConfig qwen35_config_from_json(const nlohmann::json& root, const std::string& origin);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/qwen35/qwen35_fused.h"
 #include "models/weight_loader.h"
 #include "util/error.h"
 
@@ -56,7 +57,8 @@ TensorDims qwen35_dims(const ModelConfig& c) {
       .set(Dim::LinChannels, L.channels())
       .set(Dim::LinValueDim, int64_t(L.value_heads) * L.value_dim)
       .set(Dim::LinValueHeads, L.value_heads)
-      .set(Dim::LinHeadDim, L.value_dim);
+      .set(Dim::LinHeadDim, L.value_dim)
+      .set(Dim::LinKeyHeads, L.key_heads);
   return d;
 }
 
@@ -91,8 +93,12 @@ HybridLayer read_hybrid_layer(const Backend& be, const TensorSource& src, const 
   w.kind = kind;
   TensorConditions when;
   when.linear_layer = kind == LayerKind::LinearAttention;
+  // Qwen3-Next's fused pair stands in for in_proj_qkv/z/b/a (qwen35_fused.h).
+  const bool fused = when.linear_layer && linear_projections(src, naming, layer) == LinearProjections::Fused;
+  if (fused) read_fused_projections(src, naming, layer, dims, type, w);
   for (const auto& t : qwen35_tensors()) {
     if (t.scope != Scope::PerLayer || !present(t, when)) continue;
+    if (fused && (t.role == R::InQkv || t.role == R::InZ || t.role == R::InB || t.role == R::InA)) continue;
     auto mat = [&] { return read_matrix(src, t, naming, dims, type, layer); };
     auto vec = [&] { return read_vector(src, t, naming, dims, layer); };
     switch (t.role) {

@@ -46,7 +46,9 @@ struct Qwen35Storage {
   int tiled_key_heads = 0;      // > 0: value heads in GGUF's tiled order over this many key heads
 };
 
-// Reads layer `layer` of kind `kind` and prepares its matrices for the backend.
+// Reads layer `layer` of kind `kind` and prepares its matrices for the backend. A linear layer
+// stored in Qwen3-Next's fused form (in_proj_qkvz, in_proj_ba) is split into in_qkv, in_z,
+// in_b and in_a here (qwen35_fused.h).
 HybridLayer read_hybrid_layer(const Backend& be, const TensorSource& src, const TensorNaming& naming, int layer,
                               LayerKind kind, const TensorDims& dims, const Qwen35Storage& storage,
                               std::optional<WType> type);
