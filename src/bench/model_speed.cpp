@@ -123,7 +123,7 @@ namespace {
 // difference is what logging the block costs), and what rolling back to the middle of the
 // block costs: the rollback call, then the next verify, which runs the K/2 kept rows first
 // (models/qwen35/hybrid_state.h), minus the same verify with nothing pending; the median of
-// the differences of back-to-back pairs.
+// the differences of back-to-back pairs (three times as many reps for hybrids).
 struct Curve {
   std::vector<double> forward, plain, rollback, snapshot;
 };
@@ -168,7 +168,10 @@ Curve forward_curve(const TargetModel& m, int ctx) {
   Curve out;
   for (int K : kCurveK) {
     std::vector<double> t, tp, tr;
-    for (int rep = 0; rep <= kCurveReps; ++rep) {
+    // A rollback's cost is a difference of two forwards, so it takes more pairs than the
+    // curve to settle; the other series ride along.
+    const int reps = hybrid && K > 1 ? 3 * kCurveReps : kCurveReps;
+    for (int rep = 0; rep <= reps; ++rep) {
       ForwardArgs a;
       a.tokens = ids.data() + ctx;
       a.n = K;

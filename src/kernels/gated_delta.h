@@ -10,7 +10,8 @@
 // without FMA gives the same bits):
 //   conv:  out[t][c] = silu(s), s = sum over j = 0 .. K-1, in order, from +0, of
 //          w[c][j] * x[t-(K-1)+j][c], where x[u] is in[u] for u >= 0 and state[K-1+u] (the
-//          previous call's last K-1 inputs, oldest first) for u < 0; silu(s) = s / (1 + exp(-s)).
+//          previous call's last K-1 inputs, oldest first) for u < 0; silu(s) = s / (1 + exp(-s)) with
+//          exp the fixed sequence of operations in kernels/fixed_exp.h (the same bits in SIMD).
 //   recurrence, per row t (in order) and value head h (key head h / (nv / nk)):
 //     q^ = q * (1 / sqrt(sum_i q_i*q_i + 1e-6)) * (1 / sqrt(dk)), k^ = k * (1 / sqrt(sum_i k_i*k_i + 1e-6)),
 //     sums over i in order from +0; beta = 1 / (1 + exp(-b)); alpha = exp(neg_a * softplus(a + dt_bias)),
@@ -38,8 +39,11 @@ struct ShortConvArgs {
   const float* state;   // [kernel - 1][channels]: the inputs before row 0, oldest first
   float* out;           // [rows][channels]; must not overlap in
 };
-// Plain loop (its own reference; its cost is negligible next to the projections).
+// SIMD over channels (kernels/cpu/gated_delta_conv_hwy.cpp); ref::causal_conv_silu is its twin.
 void causal_conv_silu(const ShortConvArgs& a);
+// y[i] = fixed_exp::exp(x[i]) (kernels/fixed_exp.h) in SIMD: for the test that holds the SIMD
+// form of the definition to the scalar one.
+void fixed_exp_row(const float* x, int n, float* y);
 
 // state_next = the last K-1 rows of [state ; in] (rows >= 0), oldest first: the conv state
 // after this call. `state_next` may equal `state`.
@@ -70,6 +74,7 @@ void gated_delta_net(const GatedDeltaArgs& a, ThreadPool* pool);
 
 namespace ref {
 void gated_delta_net(const GatedDeltaArgs& a);
+void causal_conv_silu(const ShortConvArgs& a);
 }
 
 }  // namespace dflash

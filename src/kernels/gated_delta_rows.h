@@ -44,48 +44,77 @@ inline float* scratch_head_state(size_t floats) {
   return s.data();
 }
 
-// Runs value head h over all rows of `a`. update(s_in, s_out, q^, k^, v, alpha, beta, o)
-// applies one row to the head's [dk][dv] state (s_in may equal s_out) and, when o is not
-// null, writes the readout o[dv] (q^ is then set). The quiet rows write state_mid (or
+// Where value head h's state lives around the rows of `a`: the quiet rows write state_mid (or
 // state_out), the others state_out (or a scratch state when the final state is not kept).
-template <class Update>
-void run_value_head(const GatedDeltaArgs& a, int h, Update&& update) {
+struct HeadStates {
+  size_t floats;  // dk * dv
+  const float* in;
+  float* mid;
+  float* out;
+  float* quiet_dst;
+  float* loud_dst;
+  HeadStates(const GatedDeltaArgs& a, int h) : floats(size_t(a.dk) * size_t(a.dv)) {
+    in = a.state_in + size_t(h) * floats;
+    mid = a.state_mid ? a.state_mid + size_t(h) * floats : nullptr;
+    out = a.state_out ? a.state_out + size_t(h) * floats : nullptr;
+    quiet_dst = mid ? mid : out;
+    loud_dst = out ? out : scratch_head_state(floats);
+  }
+  float* dst(const GatedDeltaArgs& a, int t) const { return t < a.quiet ? quiet_dst : loud_dst; }
+  // After the rows: states that no row wrote are copies of the state before them.
+  void finish(const GatedDeltaArgs& a) const {
+    auto copy = [&](const float* from, float* to) {
+      if (to && to != from)
+        for (size_t i = 0; i < floats; ++i) to[i] = from[i];
+    };
+    if (a.quiet == 0) copy(in, mid);
+    if (a.rows == a.quiet) copy(a.quiet > 0 ? quiet_dst : in, out);
+  }
+};
+
+// Row t of value head h, prepared: k^ (and q^ when the row has a readout), alpha and beta.
+// Returns whether the row has a readout.
+inline bool prepare_row(const GatedDeltaArgs& a, int h, int t, float* qh, float* kn, float& alpha, float& beta) {
   const int C = 2 * a.nk * a.dk + a.nv * a.dv;
   const int kh = h / (a.nv / a.nk);
-  const size_t head_state = size_t(a.dk) * size_t(a.dv);
-  const float* s_in = a.state_in + size_t(h) * head_state;
-  float* s_mid = a.state_mid ? a.state_mid + size_t(h) * head_state : nullptr;
-  float* s_out = a.state_out ? a.state_out + size_t(h) * head_state : nullptr;
-  float* quiet_dst = s_mid ? s_mid : s_out;
-  float* loud_dst = s_out ? s_out : scratch_head_state(head_state);
-  const float q_scale = 1.0f / std::sqrt(float(a.dk));
-  const float neg_a = a.neg_a[h], dt = a.dt_bias[h];
-  float qh[kMaxHeadDim] = {}, kn[kMaxHeadDim], o[kMaxHeadDim];  // zeroed: the fast kernel multiplies by q^ without a readout too
-  const float* src = s_in;
+  const bool readout = a.out && t >= a.quiet;
+  const float* row = a.qkv + size_t(t) * size_t(C);
+  if (readout) l2_normalize(row + size_t(kh) * a.dk, a.dk, 1.0f / std::sqrt(float(a.dk)), qh);
+  l2_normalize(row + size_t(a.nk + kh) * a.dk, a.dk, 1.0f, kn);
+  const size_t gi = size_t(t) * size_t(a.nv) + size_t(h);
+  beta = sigmoid(a.b[gi]);
+  alpha = std::exp(a.neg_a[h] * softplus(a.a[gi] + a.dt_bias[h]));
+  return readout;
+}
+
+inline const float* row_v(const GatedDeltaArgs& a, int h, int t) {
+  const int C = 2 * a.nk * a.dk + a.nv * a.dv;
+  return a.qkv + size_t(t) * size_t(C) + 2 * a.nk * a.dk + size_t(h) * a.dv;
+}
+
+// The gated RMSNorm of row t's readout o[dv] into out.
+inline void finish_readout(const GatedDeltaArgs& a, int h, int t, const float* o) {
+  const size_t off = size_t(t - a.quiet) * size_t(a.nv) * a.dv + size_t(h) * a.dv;
+  gated_rmsnorm(o, a.z + off, a.norm, a.dv, a.eps, a.out + off);
+}
+
+// Runs value head h over all rows of `a`, one row at a time over the whole state.
+// update(s_in, s_out, q^, k^, v, alpha, beta, o) applies one row to the head's [dk][dv] state
+// (s_in may equal s_out) and, when o is not null, writes the readout o[dv].
+template <class Update>
+void run_value_head(const GatedDeltaArgs& a, int h, Update&& update) {
+  const HeadStates st(a, h);
+  float qh[kMaxHeadDim] = {}, kn[kMaxHeadDim], o[kMaxHeadDim];  // q^ zeroed: read without a readout too
+  const float* src = st.in;
   for (int t = 0; t < a.rows; ++t) {
-    const bool readout = a.out && t >= a.quiet;
-    float* dst = t < a.quiet ? quiet_dst : loud_dst;
-    const float* row = a.qkv + size_t(t) * size_t(C);
-    const float* v = row + 2 * a.nk * a.dk + size_t(h) * a.dv;
-    if (readout) l2_normalize(row + size_t(kh) * a.dk, a.dk, q_scale, qh);
-    l2_normalize(row + size_t(a.nk + kh) * a.dk, a.dk, 1.0f, kn);
-    const size_t gi = size_t(t) * size_t(a.nv) + size_t(h);
-    const float beta = sigmoid(a.b[gi]);
-    const float alpha = std::exp(neg_a * softplus(a.a[gi] + dt));
-    update(src, dst, qh, kn, v, alpha, beta, readout ? o : nullptr);
+    float alpha, beta;
+    const bool readout = prepare_row(a, h, t, qh, kn, alpha, beta);
+    float* dst = st.dst(a, t);
+    update(src, dst, qh, kn, row_v(a, h, t), alpha, beta, readout ? o : nullptr);
     src = dst;
-    if (readout) {
-      const size_t off = size_t(t - a.quiet) * size_t(a.nv) * a.dv + size_t(h) * a.dv;
-      gated_rmsnorm(o, a.z + off, a.norm, a.dv, a.eps, a.out + off);
-    }
+    if (readout) finish_readout(a, h, t, o);
   }
-  // States that no row wrote are copies of the state before them.
-  auto copy = [&](const float* from, float* to) {
-    if (to && to != from)
-      for (size_t i = 0; i < head_state; ++i) to[i] = from[i];
-  };
-  if (a.quiet == 0) copy(s_in, s_mid);
-  if (a.rows == a.quiet) copy(a.quiet > 0 ? quiet_dst : s_in, s_out);
+  st.finish(a);
 }
 
 }  // namespace dflash::gdn

@@ -1,26 +1,9 @@
-// The Gated DeltaNet's causal depthwise convolution and its state (kernels/gated_delta.h), as
-// plain loops in the defined order: K multiply-adds per channel and row, negligible next to
-// the projections around it, so this is its own reference.
-#include <cmath>
+// The Gated DeltaNet's conv state (kernels/gated_delta.h): a copy of rows.
 #include <cstring>
 
 #include "kernels/gated_delta.h"
 
 namespace dflash {
-
-void causal_conv_silu(const ShortConvArgs& a) {
-  const int K = a.kernel, C = a.channels;
-  for (int t = 0; t < a.rows; ++t)
-    for (int c = 0; c < C; ++c) {
-      float s = 0.0f;
-      for (int j = 0; j < K; ++j) {
-        const int u = t - (K - 1) + j;  // input row this tap reads
-        const float x = u >= 0 ? a.in[size_t(u) * C + c] : a.state[size_t(K - 1 + u) * C + c];
-        s = s + a.weight[size_t(c) * K + j] * x;
-      }
-      a.out[size_t(t) * C + c] = s / (1.0f + std::exp(-s));
-    }
-}
 
 void roll_conv_state(const float* state, const float* in, int rows, int channels, int kernel, float* state_next) {
   const int keep = kernel - 1;

@@ -1,8 +1,10 @@
-// The Gated DeltaNet recurrence (kernels/gated_delta.h) with the state rows in SIMD vectors
-// over the value dimension: lane c does exactly the scalar element c's operations in the same
+// The Gated DeltaNet recurrence (kernels/gated_delta.h) with the state's columns in SIMD
+// vectors over the value dimension: lane c does exactly the scalar element c's operations in the same
 // order (separate multiply and add, as the definition says), so the result is the reference
 // twin's bit for bit. Value heads go to the thread pool; each owns its state and its output
 // columns, so the split cannot change a value.
+#include <algorithm>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gated_delta_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -17,44 +19,89 @@ namespace dflash {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// dv = NV whole vectors: the column sums m and o live in NV registers for the whole pass over
-// the rows of the state (a register tile, as the matmul kernels keep theirs), and the decayed
-// state is formed again in pass 2 with the same rounding instead of being stored in pass 1, so
-// the state is read twice and written once per row. Same operations per element, same order.
-template <int NV>
-void GatedDeltaHeadTiled(const GatedDeltaArgs& a, int h) {
+// One sweep over a column block's dk state rows for row t: S'[i] = alpha_t S[i] + k_t[i] d_t,
+// stored; with a readout o += S'[i] q_t[i]; and, when row t+1 follows in the block, that row's
+// first pass m' += (alpha_t+1 S'[i]) k_t+1[i] on the value just formed, so that each row costs
+// one sweep instead of two. Per element these are the definition's operations in its order.
+template <int NB, bool kReadout, bool kNext, class D, class V = hn::Vec<D>>
+HWY_INLINE void Sweep(D df, int dk, int dv, const float* sp, float* dp, float alpha, const float* k, const V* d,
+                      const float* q, V* o, float alpha_next, const float* k_next, V* m_next) {
+  const size_t L = hn::Lanes(df);
+  const V va = hn::Set(df, alpha), van = hn::Set(df, alpha_next);
+  for (int i = 0; i < dk; ++i) {
+    const float* row = sp + size_t(i) * dv;
+    float* out = dp + size_t(i) * dv;
+    const V vk = hn::Set(df, k[i]);
+    for (int j = 0; j < NB; ++j) {
+      const V x = hn::Add(hn::Mul(va, hn::LoadU(df, row + j * L)), hn::Mul(vk, d[j]));
+      hn::StoreU(x, df, out + j * L);
+      if constexpr (kReadout) o[j] = hn::Add(o[j], hn::Mul(x, hn::Set(df, q[i])));
+      if constexpr (kNext) m_next[j] = hn::Add(m_next[j], hn::Mul(hn::Mul(van, x), hn::Set(df, k_next[i])));
+    }
+  }
+}
+
+// Column blocks: a state column's update needs only its own column (m[c], d[c], o[c] are
+// per column), so the kernel takes NB vectors of columns at a time and runs every row of a
+// chunk over that block (dk x NB*L floats, 32 KiB at dk 128, NB*L 64) while it sits in L1,
+// instead of streaming the whole 64 KiB head state from L2 per row. The column sums live in
+// registers. Same operations per element, same order: the plain twin's bits.
+template <int NB>
+void GatedDeltaHeadBlocked(const GatedDeltaArgs& a, int h) {
   const int dk = a.dk, dv = a.dv;
   const hn::ScalableTag<float> df;
   const size_t L = hn::Lanes(df);
   using V = hn::Vec<decltype(df)>;
-  gdn::run_value_head(a, h, [&](const float* s_in, float* s, const float* q, const float* k, const float* v,
-                                float alpha, float beta, float* o) {
-    const V va = hn::Set(df, alpha), vb = hn::Set(df, beta);
-    V acc[NV];
-    for (int j = 0; j < NV; ++j) acc[j] = hn::Zero(df);
-    for (int i = 0; i < dk; ++i) {
-      const float* row = s_in + size_t(i) * dv;
-      const V vk = hn::Set(df, k[i]);
-      for (int j = 0; j < NV; ++j) acc[j] = hn::Add(acc[j], hn::Mul(hn::Mul(va, hn::LoadU(df, row + j * L)), vk));
-    }
-    V d[NV];
-    for (int j = 0; j < NV; ++j) {
-      d[j] = hn::Mul(vb, hn::Sub(hn::LoadU(df, v + j * L), acc[j]));
-      acc[j] = hn::Zero(df);
-    }
-    for (int i = 0; i < dk; ++i) {
-      const float* row = s_in + size_t(i) * dv;
-      float* out = s + size_t(i) * dv;
-      const V vk = hn::Set(df, k[i]), vq = hn::Set(df, q[i]);
-      for (int j = 0; j < NV; ++j) {
-        const V x = hn::Add(hn::Mul(va, hn::LoadU(df, row + j * L)), hn::Mul(vk, d[j]));
-        hn::StoreU(x, df, out + j * L);
-        acc[j] = hn::Add(acc[j], hn::Mul(x, vq));
+  constexpr int R = 8;  // rows prepared at a time
+  const gdn::HeadStates st(a, h);
+  alignas(64) float qh[R][gdn::kMaxHeadDim] = {}, kn[R][gdn::kMaxHeadDim], o[R][gdn::kMaxHeadDim];
+  float alpha[R], beta[R];
+  bool readout[R];
+  const float* src = st.in;
+  for (int t0 = 0; t0 < a.rows; t0 += R) {
+    const int n = std::min(R, a.rows - t0);
+    for (int r = 0; r < n; ++r) readout[r] = gdn::prepare_row(a, h, t0 + r, qh[r], kn[r], alpha[r], beta[r]);
+    for (int c0 = 0; c0 < dv; c0 += NB * int(L)) {
+      const float* sp = src + c0;
+      // The first row's first pass: m = sum_i (alpha S[i]) k[i].
+      V m[NB];
+      for (int j = 0; j < NB; ++j) m[j] = hn::Zero(df);
+      {
+        const V va = hn::Set(df, alpha[0]);
+        for (int i = 0; i < dk; ++i) {
+          const float* row = sp + size_t(i) * dv;
+          const V vk = hn::Set(df, kn[0][i]);
+          for (int j = 0; j < NB; ++j) m[j] = hn::Add(m[j], hn::Mul(hn::Mul(va, hn::LoadU(df, row + j * L)), vk));
+        }
+      }
+      for (int r = 0; r < n; ++r) {
+        float* dp = st.dst(a, t0 + r) + c0;
+        const float* v = gdn::row_v(a, h, t0 + r) + c0;
+        const V vb = hn::Set(df, beta[r]);
+        V d[NB], acc[NB], next[NB];
+        for (int j = 0; j < NB; ++j) {
+          d[j] = hn::Mul(vb, hn::Sub(hn::LoadU(df, v + j * L), m[j]));
+          acc[j] = hn::Zero(df);
+          next[j] = hn::Zero(df);
+        }
+        const bool more = r + 1 < n;
+        const float an = more ? alpha[r + 1] : 0.0f;
+        const float* kx = more ? kn[r + 1] : nullptr;
+        if (readout[r] && more) Sweep<NB, true, true>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
+        else if (readout[r]) Sweep<NB, true, false>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
+        else if (more) Sweep<NB, false, true>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
+        else Sweep<NB, false, false>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
+        if (readout[r])
+          for (int j = 0; j < NB; ++j) hn::StoreU(acc[j], df, o[r] + c0 + j * L);
+        for (int j = 0; j < NB; ++j) m[j] = next[j];
+        sp = dp;
       }
     }
-    if (o)
-      for (int j = 0; j < NV; ++j) hn::StoreU(acc[j], df, o + j * L);
-  });
+    src = st.dst(a, t0 + n - 1);
+    for (int r = 0; r < n; ++r)
+      if (readout[r]) gdn::finish_readout(a, h, t0 + r, o[r]);
+  }
+  st.finish(a);
 }
 
 void GatedDeltaHead(const GatedDeltaArgs& a, int h) {
@@ -62,16 +109,9 @@ void GatedDeltaHead(const GatedDeltaArgs& a, int h) {
   {
     const hn::ScalableTag<float> df;
     const int L = int(hn::Lanes(df));
-    if (dv % L == 0) {
-      switch (dv / L) {
-        case 1: return GatedDeltaHeadTiled<1>(a, h);
-        case 2: return GatedDeltaHeadTiled<2>(a, h);
-        case 4: return GatedDeltaHeadTiled<4>(a, h);
-        case 8: return GatedDeltaHeadTiled<8>(a, h);
-        case 16: return GatedDeltaHeadTiled<16>(a, h);
-        default: break;
-      }
-    }
+    if (dv % (4 * L) == 0) return GatedDeltaHeadBlocked<4>(a, h);
+    if (dv % (2 * L) == 0) return GatedDeltaHeadBlocked<2>(a, h);
+    if (dv % L == 0) return GatedDeltaHeadBlocked<1>(a, h);
   }
   const hn::ScalableTag<float> df;
   const int L = int(hn::Lanes(df));

@@ -115,35 +115,36 @@ void Qwen35Model::linear_layer(const HybridLayer& w, int slot, std::span<Sequenc
     if (rows == 0) continue;
     auto& st = static_cast<HybridState&>(*s.state);
     const bool verify = s.rows.rollback_rows;
-    // The rows a rollback left pending (hybrid_state.h) run first, quietly, in the same calls.
+    // The rows a rollback left pending (hybrid_state.h) run first, quietly, in the same
+    // recurrence call: their convolution goes in front of this forward's in one buffer, and
+    // the conv state moves past them (where a verify leaves it: its first row).
     const int p = st.pending();
     const size_t all = size_t(p + rows);
-    const float *in = m + r * C, *bb = b + r * nv, *aa = a + r * nv;
+    const float *bb = b + r * nv, *aa = a + r * nv;
     float* conv_out = cv + r * C;
     if (p > 0) {
-      float* pm = act_.pm.floats(be, all * C);
+      conv_out = act_.pc.floats(be, all * C);
+      be.short_conv({st.log_inputs(slot), p, int(C), L.conv_kernel, w.conv.data(), st.conv(slot), conv_out});
+      be.roll_conv_state(st.conv(slot), st.log_inputs(slot), p, int(C), L.conv_kernel, st.conv(slot));
       float* pb = act_.pb.floats(be, all * nv);
       float* pa = act_.pa.floats(be, all * nv);
-      std::memcpy(pm, st.log_inputs(slot), sizeof(float) * C * size_t(p));
-      std::memcpy(pm + size_t(p) * C, in, sizeof(float) * C * size_t(rows));
       std::memcpy(pb, st.log_b(slot), sizeof(float) * nv * size_t(p));
       std::memcpy(pb + size_t(p) * nv, bb, sizeof(float) * nv * size_t(rows));
       std::memcpy(pa, st.log_a(slot), sizeof(float) * nv * size_t(p));
       std::memcpy(pa + size_t(p) * nv, aa, sizeof(float) * nv * size_t(rows));
-      in = pm;
       bb = pb;
       aa = pa;
-      conv_out = act_.pc.floats(be, all * C);
     }
-    if (verify) {  // the pending rows were taken out above; now the log holds this block
+    if (verify) {  // the pending rows were read above; now the log holds this block
       std::memcpy(st.log_inputs(slot), m + r * C, sizeof(float) * C * size_t(rows));
       std::memcpy(st.log_b(slot), b + r * nv, sizeof(float) * nv * size_t(rows));
       std::memcpy(st.log_a(slot), a + r * nv, sizeof(float) * nv * size_t(rows));
     }
-    // A verify leaves the states at its first row (after the pending ones), so that rolling
-    // back into it costs nothing; any other forward leaves them at its end.
-    be.short_conv({in, int(all), int(C), L.conv_kernel, w.conv.data(), st.conv(slot), conv_out});
-    be.roll_conv_state(st.conv(slot), in, verify ? p : int(all), int(C), L.conv_kernel, st.conv(slot));
+    // A verify leaves the states at its first row, so that rolling back into it costs
+    // nothing; any other forward leaves them at its end.
+    const float* in = m + r * C;
+    be.short_conv({in, rows, int(C), L.conv_kernel, w.conv.data(), st.conv(slot), conv_out + size_t(p) * C});
+    if (!verify) be.roll_conv_state(st.conv(slot), in, rows, int(C), L.conv_kernel, st.conv(slot));
     GatedDeltaArgs g{conv_out, bb, aa, z + r * vd, int(all), L.key_heads, L.value_heads, L.key_dim, L.value_dim,
                      w.neg_a.data(), w.dt_bias.data(), w.ssm_norm.data(), float(cfg_.rms_eps), st.rec(slot),
                      verify ? nullptr : st.rec(slot), y + r * vd};

@@ -62,7 +62,7 @@ class Qwen35Model final : public TargetModel, private LinearReplay {
   // Activations, grown to the largest call's rows and reused (single-flight).
   struct Activations {
     ActivationBuffer x, h, p, q, gate, k, v, att, ffn_g, ffn_u, cos, sin, pos, kbeg, kend, m, c, z, b, a, y;
-    ActivationBuffer pm, pc, pb, pa;  // a sequence's pending rows and its own, together
+    ActivationBuffer pc, pb, pa;  // a sequence's pending rows and its own, together
   };
   mutable Activations act_;
   mutable ActivationBuffer normed_, replay_c_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/fixed_exp.h"
 #include "kernels/gated_delta.h"
 #include "kernels/kernels.h"
 #include "kernels/vector_ops.h"
@@ -219,6 +220,42 @@ TEST(GatedDelta, ConvolutionFollowsItsDefinitionInAnySplit) {
     for (int r = 0; r < K - 1; ++r)  // the state ends as the last K-1 inputs
       ASSERT_EQ(0, std::memcmp(st.data() + r * C, in.data() + (rows - (K - 1) + r) * C, C * 4));
   }
+}
+
+// The fixed exp (kernels/fixed_exp.h): SIMD and scalar forms give the same bits on every
+// input class (a sweep over the range, the clamps, infinities, NaN), and it is exp to 1e-6.
+TEST(GatedDelta, FixedExpSimdEqualsScalarAndIsExp) {
+  std::vector<float> x;
+  for (float v = -100.0f; v <= 100.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, -87.0f, 88.0f, 1e-30f, -1e-30f, 87.99f, -86.99f, 1e30f, -1e30f}) x.push_back(v);
+  x.push_back(INFINITY);
+  x.push_back(-INFINITY);
+  x.push_back(NAN);
+  std::vector<float> y(x.size());
+  fixed_exp_row(x.data(), int(x.size()), y.data());
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float s = fixed_exp::exp(x[i]);
+    ASSERT_EQ(0, std::memcmp(&s, &y[i], 4)) << "x = " << x[i];
+    const double xc = std::min(88.0, std::max(-87.0, double(x[i])));
+    if (!std::isnan(x[i])) worst = std::max(worst, std::abs(double(s) / std::exp(xc) - 1.0));
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(1.0f, fixed_exp::exp(0.0f));
+}
+
+// The SIMD convolution equals its plain twin bit for bit: four taps (the vector path, channel
+// counts with and without a remainder) and other tap counts (the scalar path).
+TEST(GatedDelta, ConvolutionFastEqualsReferenceBitForBit) {
+  for (int K : {4, 3, 2})
+    for (int C : {64, 100, 7})
+      for (int rows : {1, 5}) {
+        auto in = randn(size_t(rows) * C, 71, 3.0f), w = randn(size_t(C) * K, 72), st = randn(size_t(K - 1) * C, 73, 3.0f);
+        std::vector<float> fast(size_t(rows) * C), plain(fast.size());
+        causal_conv_silu({in.data(), rows, C, K, w.data(), st.data(), fast.data()});
+        ref::causal_conv_silu({in.data(), rows, C, K, w.data(), st.data(), plain.data()});
+        ASSERT_EQ(0, std::memcmp(fast.data(), plain.data(), fast.size() * 4)) << "K " << K << " C " << C;
+      }
 }
 
 TEST(GatedDelta, PartialRopeOnAllDimsIsFullRope) {
