@@ -19,13 +19,17 @@ namespace dflash {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// One sweep over a column block's dk state rows for row t: S'[i] = alpha_t S[i] + k_t[i] d_t,
-// stored; with a readout o += S'[i] q_t[i]; and, when row t+1 follows in the block, that row's
-// first pass m' += (alpha_t+1 S'[i]) k_t+1[i] on the value just formed, so that each row costs
-// one sweep instead of two. Per element these are the definition's operations in its order.
-template <int NB, bool kReadout, bool kNext, class D, class V = hn::Vec<D>>
+// One sweep over a column block's dk state rows for row t: S'[i] = alpha_t S[i] + k_t[i] d_t;
+// with a readout o += S'[i] q_t[i]; and, when row t+1 follows in the block, that row's first
+// pass m' += (alpha_t+1 S'[i]) k_t+1[i] on the value just formed, so that each row costs one
+// sweep instead of two. When nobody reads the state between rows t and t+1 (kStoreDecayed),
+// the sweep stores alpha_t+1 S'[i], the product row t+1 begins with, and row t+1's sweep
+// (kDecayedIn) takes it as is instead of multiplying again. Per element these are the
+// definition's operations in its order: the plain twin's bits.
+template <int NB, bool kReadout, bool kNext, bool kStoreDecayed, bool kDecayedIn, class D, class V = hn::Vec<D>>
 HWY_INLINE void Sweep(D df, int dk, int dv, const float* sp, float* dp, float alpha, const float* k, const V* d,
                       const float* q, V* o, float alpha_next, const float* k_next, V* m_next) {
+  static_assert(kNext || !kStoreDecayed, "a decayed state is stored only for a following row");
   const size_t L = hn::Lanes(df);
   const V va = hn::Set(df, alpha), van = hn::Set(df, alpha_next);
   for (int i = 0; i < dk; ++i) {
@@ -33,19 +37,52 @@ HWY_INLINE void Sweep(D df, int dk, int dv, const float* sp, float* dp, float al
     float* out = dp + size_t(i) * dv;
     const V vk = hn::Set(df, k[i]);
     for (int j = 0; j < NB; ++j) {
-      const V x = hn::Add(hn::Mul(va, hn::LoadU(df, row + j * L)), hn::Mul(vk, d[j]));
-      hn::StoreU(x, df, out + j * L);
+      const V in = kDecayedIn ? hn::LoadU(df, row + j * L) : hn::Mul(va, hn::LoadU(df, row + j * L));
+      const V x = hn::Add(in, hn::Mul(vk, d[j]));
       if constexpr (kReadout) o[j] = hn::Add(o[j], hn::Mul(x, hn::Set(df, q[i])));
-      if constexpr (kNext) m_next[j] = hn::Add(m_next[j], hn::Mul(hn::Mul(van, x), hn::Set(df, k_next[i])));
+      if constexpr (kNext) {
+        const V y = hn::Mul(van, x);
+        m_next[j] = hn::Add(m_next[j], hn::Mul(y, hn::Set(df, k_next[i])));
+        hn::StoreU(kStoreDecayed ? y : x, df, out + j * L);
+      } else {
+        hn::StoreU(x, df, out + j * L);
+      }
     }
   }
 }
 
+// Sweep with its flags chosen at run time (one branch per row and block, not per element).
+template <int NB, class D, class V = hn::Vec<D>>
+void SweepAny(bool readout, bool next, bool store_decayed, bool decayed_in, D df, int dk, int dv, const float* sp,
+              float* dp, float alpha, const float* k, const V* d, const float* q, V* o, float an, const float* kn,
+              V* m_next) {
+#define DFLASH_SWEEP(R, N, S, I) Sweep<NB, R, N, S, I>(df, dk, dv, sp, dp, alpha, k, d, q, o, an, kn, m_next)
+  const int code = (readout ? 8 : 0) | (next ? 4 : 0) | (store_decayed ? 2 : 0) | (decayed_in ? 1 : 0);
+  switch (code) {
+    case 0: return DFLASH_SWEEP(false, false, false, false);
+    case 1: return DFLASH_SWEEP(false, false, false, true);
+    case 4: return DFLASH_SWEEP(false, true, false, false);
+    case 5: return DFLASH_SWEEP(false, true, false, true);
+    case 6: return DFLASH_SWEEP(false, true, true, false);
+    case 7: return DFLASH_SWEEP(false, true, true, true);
+    case 8: return DFLASH_SWEEP(true, false, false, false);
+    case 9: return DFLASH_SWEEP(true, false, false, true);
+    case 12: return DFLASH_SWEEP(true, true, false, false);
+    case 13: return DFLASH_SWEEP(true, true, false, true);
+    case 14: return DFLASH_SWEEP(true, true, true, false);
+    case 15: return DFLASH_SWEEP(true, true, true, true);
+    default: HWY_ASSERT(false);
+  }
+#undef DFLASH_SWEEP
+}
+
 // Column blocks: a state column's update needs only its own column (m[c], d[c], o[c] are
 // per column), so the kernel takes NB vectors of columns at a time and runs every row of a
-// chunk over that block (dk x NB*L floats, 32 KiB at dk 128, NB*L 64) while it sits in L1,
-// instead of streaming the whole 64 KiB head state from L2 per row. The column sums live in
-// registers. Same operations per element, same order: the plain twin's bits.
+// chunk over that block while it sits in cache. The column sums live in NB registers each:
+// NB independent chains of adds, whose latency shows through when there are few of them, so
+// the widest block that divides dv wins even where it outgrows L1 (8 vectors: dv 128 at
+// AVX-512, a whole 64 KiB head state). Same operations per element, same order: the plain
+// twin's bits.
 template <int NB>
 void GatedDeltaHeadBlocked(const GatedDeltaArgs& a, int h) {
   const int dk = a.dk, dv = a.dv;
@@ -74,9 +111,11 @@ void GatedDeltaHeadBlocked(const GatedDeltaArgs& a, int h) {
           for (int j = 0; j < NB; ++j) m[j] = hn::Add(m[j], hn::Mul(hn::Mul(va, hn::LoadU(df, row + j * L)), vk));
         }
       }
+      bool decayed = false;  // sp holds alpha_r S (stored so by the previous row's sweep)
       for (int r = 0; r < n; ++r) {
-        float* dp = st.dst(a, t0 + r) + c0;
-        const float* v = gdn::row_v(a, h, t0 + r) + c0;
+        const int t = t0 + r;
+        float* dp = st.dst(a, t) + c0;
+        const float* v = gdn::row_v(a, h, t) + c0;
         const V vb = hn::Set(df, beta[r]);
         V d[NB], acc[NB], next[NB];
         for (int j = 0; j < NB; ++j) {
@@ -85,16 +124,15 @@ void GatedDeltaHeadBlocked(const GatedDeltaArgs& a, int h) {
           next[j] = hn::Zero(df);
         }
         const bool more = r + 1 < n;
-        const float an = more ? alpha[r + 1] : 0.0f;
-        const float* kx = more ? kn[r + 1] : nullptr;
-        if (readout[r] && more) Sweep<NB, true, true>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
-        else if (readout[r]) Sweep<NB, true, false>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
-        else if (more) Sweep<NB, false, true>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
-        else Sweep<NB, false, false>(df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc, an, kx, next);
+        // The state after the last quiet row is kept (state_mid or state_out): stored as is.
+        const bool store_decayed = more && t != a.quiet - 1;
+        SweepAny<NB>(readout[r], more, store_decayed, decayed, df, dk, dv, sp, dp, alpha[r], kn[r], d, qh[r], acc,
+                     more ? alpha[r + 1] : 0.0f, more ? kn[r + 1] : nullptr, next);
         if (readout[r])
           for (int j = 0; j < NB; ++j) hn::StoreU(acc[j], df, o[r] + c0 + j * L);
         for (int j = 0; j < NB; ++j) m[j] = next[j];
         sp = dp;
+        decayed = store_decayed;
       }
     }
     src = st.dst(a, t0 + n - 1);
@@ -109,6 +147,7 @@ void GatedDeltaHead(const GatedDeltaArgs& a, int h) {
   {
     const hn::ScalableTag<float> df;
     const int L = int(hn::Lanes(df));
+    if (dv % (8 * L) == 0) return GatedDeltaHeadBlocked<8>(a, h);
     if (dv % (4 * L) == 0) return GatedDeltaHeadBlocked<4>(a, h);
     if (dv % (2 * L) == 0) return GatedDeltaHeadBlocked<2>(a, h);
     if (dv % L == 0) return GatedDeltaHeadBlocked<1>(a, h);
