@@ -41,6 +41,7 @@ void Generator::start(const std::vector<int32_t>& prompt, const GenerateParams& 
   tokens_ = prompt;
   n_prompt_ = int(prompt.size());
   n_generated_ = 0;
+  logprobs_.clear();
   started_ = true;
   prefilled_ = false;
   finish_ = FinishReason::None;
@@ -82,7 +83,8 @@ bool Generator::is_stop(int32_t t) const {
   return std::find(params_.stop_ids.begin(), params_.stop_ids.end(), t) != params_.stop_ids.end();
 }
 
-bool Generator::emit(int32_t t, std::vector<int32_t>& out) {
+bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out) {
+  if (params_.logprobs >= 0) logprobs_.push_back(token_logprobs(row, model_.config().vocab, t, params_.logprobs));
   tokens_.push_back(t);
   out.push_back(t);
   ++n_generated_;
@@ -142,7 +144,7 @@ bool Generator::step(std::vector<int32_t>& out) {
     model_.forward(*state_, a);
   }
   const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
-  return !emit(t, out);
+  return !emit(t, logits_.data(), out);
 }
 
 }  // namespace dflash

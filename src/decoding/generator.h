@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "decoding/logprobs.h"
 #include "decoding/sampler.h"
 #include <memory>
 
@@ -24,6 +25,9 @@ struct GenerateParams {
   // length (the server passes where a follow-up turn's prompt will part from this one), else
   // one row short of the prompt's end.
   int checkpoint_at = -1;
+  // -1: no logprobs (nothing computed: a log-softmax over a 248k vocabulary per token is not
+  // free). 0..kMaxTopLogprobs: each generated token's logprob plus that many alternatives.
+  int logprobs = -1;
 };
 
 struct Timings {
@@ -58,6 +62,9 @@ class Generator {
   FinishReason finish_reason() const { return finish_; }
   const Timings& timings() const { return timings_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }  // prompt + generated
+  // With GenerateParams::logprobs >= 0: one entry per token emitted since start(), in order
+  // (forced tokens have none: the model did not choose them).
+  const std::vector<TokenLogprobs>& logprobs() const { return logprobs_; }
 
  protected:
   // What every step checks first: false once generation has ended (finished, cancelled, or
@@ -68,8 +75,9 @@ class Generator {
   // Where a prefill keeps the prompt checkpoint of a recurrent state (SequenceState, and
   // GenerateParams::checkpoint_at); n_prompt_ (none) for a KV cache.
   int checkpoint_row() const;
-  // Records a generated token; returns true if generation must stop after it.
-  bool emit(int32_t t, std::vector<int32_t>& out);
+  // Records a generated token chosen from the target's logits `row` at its position (their
+  // log-softmax is kept when logprobs are asked for); returns true if generation must stop.
+  bool emit(int32_t t, const float* row, std::vector<int32_t>& out);
   bool is_stop(int32_t t) const;
 
   const TargetModel& model_;
@@ -78,6 +86,7 @@ class Generator {
   Sampler sampler_{SamplingParams{}};
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  std::vector<TokenLogprobs> logprobs_;
   // Rows not yet in the KV cache: the last sampled token plus any forced ones.
   int pending_rows() const { return int(tokens_.size()) - state_->length(); }
   int n_prompt_ = 0, n_generated_ = 0, cached_tokens_ = 0;

@@ -127,7 +127,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
     ++stats_.plain_steps;
   }
   const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
-  return !emit(t, out);
+  return !emit(t, logits_.data(), out);
 }
 
 void SpeculativeGenerator::flush_pending_context() {
@@ -275,8 +275,10 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   stats_.verify_s += t2 - t1;
   controller_.record_spec(B, accepted, (t1 - t0) + (t3 - t2), t2 - t1);
 
-  for (int32_t t : emitted)
-    if (emit(t, out)) return false;
+  // Emitted token j was chosen from verify row j, the target's logits at its position
+  // (bitwise those of plain decoding): its logprobs come from that row.
+  for (size_t j = 0; j < emitted.size(); ++j)
+    if (emit(emitted[j], vlogits.data() + j * size_t(V), out)) return false;
   return true;
 }
 
@@ -286,7 +288,7 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
     if (draft_on_) prefill_with_taps();
     else prefill();
     const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, 0);
-    return !emit(t, out);
+    return !emit(t, logits_.data(), out);
   }
   if (!draft_on_) return plain_step(out);
   int B = controller_.next_block();

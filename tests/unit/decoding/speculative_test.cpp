@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -300,4 +301,45 @@ TEST(Speculative, FollowUpRequestReusesCachedPrefix) {
   Generator fresh(*f.model, 256);
   EXPECT_EQ(second, run(fresh, follow, gp)) << "a reused prefix must not change the output";
   EXPECT_EQ(0, fresh.cached_tokens());
+}
+
+// Logprobs under speculation: every emitted token's values come from the verify row of its
+// position, which batch invariance makes bitwise the decode row, so they equal plain
+// decoding's to the bit, whatever the block size and however many drafts were rejected.
+TEST(Speculative, LogprobsAreBitwiseThoseOfPlainDecoding) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 40;
+  gp.logprobs = 5;
+  Generator plain_gen(*f.model, 256);
+  const auto plain = run(plain_gen, f.prompt, gp);
+  const std::vector<TokenLogprobs> want = plain_gen.logprobs();
+  ASSERT_EQ(plain.size(), want.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i], want[i].chosen.id);
+    ASSERT_EQ(5u, want[i].top.size());
+    EXPECT_EQ(plain[i], want[i].top[0].id) << "greedy picks the most likely token";
+    EXPECT_LT(want[i].chosen.logprob, 0.0);
+  }
+  for (int B : {2, 4, 8}) {
+    ScriptedDrafter d(f.truth(gp), 96, [](int pos) { return pos % 3 == 0; });
+    SpeculativeGenerator g(*f.model, d, 256, SpecParams{B, false});
+    EXPECT_EQ(plain, run(g, f.prompt, gp)) << "B=" << B;
+    EXPECT_GT(g.stats().accepted, 0) << "B=" << B;
+    const std::vector<TokenLogprobs>& got = g.logprobs();
+    ASSERT_EQ(want.size(), got.size()) << "B=" << B;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(&want[i].chosen.logprob, &got[i].chosen.logprob, sizeof(double))) << "B=" << B << " i=" << i;
+      for (size_t k = 0; k < 5; ++k) {
+        EXPECT_EQ(want[i].top[k].id, got[i].top[k].id);
+        EXPECT_EQ(0, std::memcmp(&want[i].top[k].logprob, &got[i].top[k].logprob, sizeof(double)));
+      }
+    }
+  }
+  // Without the request for them, nothing is computed or kept.
+  GenerateParams none = gp;
+  none.logprobs = -1;
+  Generator g(*f.model, 256);
+  run(g, f.prompt, none);
+  EXPECT_TRUE(g.logprobs().empty());
 }
