@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "server/logprobs_json.h"
 #include "server/server_impl.h"
 #include "util/error.h"
 #include "util/timer.h"
@@ -12,6 +13,13 @@ namespace dflash::server {
 namespace {
 
 std::string sse(const ojson& j) { return "data: " + dump(j) + "\n\n"; }
+
+// The choice's logprobs object for `entries` (null when the request did not ask): chat's
+// shape or legacy completions' (whose text_offset continues from `offset`).
+ojson logprobs_for(const Job& job, const Tokenizer& tok, const std::vector<TokenLogprobs>& entries, long long& offset) {
+  if (job.gen.logprobs < 0) return nullptr;
+  return job.chat ? chat_logprobs_json(tok, entries) : completion_logprobs_json(tok, entries, offset);
+}
 
 struct StreamState {
   std::unique_ptr<RequestQueue::Ticket> ticket;
@@ -34,6 +42,7 @@ void HttpServer::finish_job(Job& job, const ApiRequest& api, Engine& e) {
   job.gen.stop = api.stop;
   job.gen.think_cap = api.think_cap.value_or(opt_.think_cap);
   job.gen.ignore_eos = api.ignore_eos;
+  job.gen.logprobs = api.logprobs;
   job.stream = api.stream;
   job.include_usage = api.include_usage;
   job.return_tokens = api.return_tokens;
@@ -143,7 +152,7 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
   const double queue_s = now_seconds() - tq;
   if (stopping_) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   // A client that leaves while its (unstreamed) answer is generated ends the generation too.
-  const GenResult r = engine()->generate(job->gen, [conn](const Delta&) { return !(conn && conn->client_gone()); });
+  const GenResult r = engine()->generate(job->gen, [conn](const StreamDelta&) { return !(conn && conn->client_gone()); });
   ticket.reset();
   account(*job, r, queue_s);
   if (r.disconnected) {
@@ -153,8 +162,10 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
     }
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
-  send_json(res, 200, job->chat ? chat_response(job->meta, r, job->return_tokens)
-                                : completion_response(job->meta, r, job->return_tokens));
+  long long offset = 0;
+  const ojson lp = logprobs_for(*job, engine()->tokenizer(), r.logprobs, offset);
+  send_json(res, 200, job->chat ? chat_response(job->meta, r, job->return_tokens, lp)
+                                : completion_response(job->meta, r, job->return_tokens, lp));
 }
 
 void HttpServer::stream_job(const std::shared_ptr<Job>& job, std::unique_ptr<RequestQueue::Ticket> ticket,
@@ -208,16 +219,22 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
     return finish();
   }
   GenResult r;
+  const Tokenizer& tok = engine()->tokenizer();
+  size_t logprobs_sent = 0;
+  long long text_offset = 0;  // legacy completions' running text_offset
   bool ok = !job.chat || write(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, ""));
   if (ok) {
     try {
-      r = engine()->generate(job.gen, [&](const Delta& d) {
+      r = engine()->generate(job.gen, [&](const StreamDelta& sd) {
         if (gone()) return false;
-        if (!job.chat) return write(completion_chunk(m, d.content, ""));
+        const Delta& d = sd.text;
+        logprobs_sent += sd.logprobs.size();
+        const ojson lp = logprobs_for(job, tok, sd.logprobs, text_offset);
+        if (!job.chat) return write(completion_chunk(m, d.content, "", lp));
         ojson delta = ojson::object();
         if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
         if (!d.content.empty()) delta["content"] = d.content;
-        return write(chat_chunk(m, delta, ""));
+        return write(chat_chunk(m, delta, "", lp));
       });
     } catch (const std::exception& ex) {
       ticket.reset();
@@ -230,7 +247,13 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
   ticket.reset();  // the next request may start while this one writes its last chunks
   account(job, r, queue_s);
   if (r.disconnected) return false;
-  ojson last = job.chat ? chat_chunk(m, ojson::object(), r.finish_reason) : completion_chunk(m, "", r.finish_reason);
+  // Tokens whose text never went out (a stop string's, an end-of-sequence token's) still
+  // have their logprobs: they come with the last chunk.
+  const std::vector<TokenLogprobs> rest(r.logprobs.begin() + ptrdiff_t(std::min(logprobs_sent, r.logprobs.size())),
+                                        r.logprobs.end());
+  const ojson lp = logprobs_for(job, tok, rest, text_offset);
+  ojson last = job.chat ? chat_chunk(m, ojson::object(), r.finish_reason, lp)
+                        : completion_chunk(m, "", r.finish_reason, lp);
   last["dflash"] = ojson(r.dflash);
   if (job.return_tokens) last["choices"][0]["tokens"] = r.ids;
   if (!write(last)) return false;

@@ -102,6 +102,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
   int prefilled = 0;
   std::vector<int32_t> seg_prompt = req.prompt;
   bool stopped = false, done = false;
+  std::vector<TokenLogprobs> unsent;  // logprobs of tokens whose text no chunk has carried yet
   auto deliver = [&](const Delta& raw, bool final) -> bool {
     Delta d;
     d.reasoning = raw.reasoning;
@@ -111,7 +112,9 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
     r.reasoning += d.reasoning;
     r.content += d.content;
     if (d.empty() || !sink) return true;
-    return sink(d);
+    StreamDelta sd{std::move(d), {}};
+    sd.logprobs.swap(unsent);
+    return sink(sd);
   };
 
   if (shut_down_.load()) {
@@ -127,7 +130,9 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
     gp.ignore_eos = req.ignore_eos;
     gp.chunk_size = opt_.chunk_size;
     gp.checkpoint_at = seg == 0 ? req.checkpoint_at : -1;
+    gp.logprobs = req.logprobs;
     gen_->start(seg_prompt, gp);
+    size_t logprobs_seen = 0;  // the generator's list restarts with each segment
     if (seg == 0) r.cached_tokens = gen_->cached_tokens();
     for (bool more = gp.max_tokens > 0; more && !stopped;) {
       std::vector<int32_t> fresh;
@@ -137,6 +142,12 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
       for (int32_t id : fresh) {
         r.ids.push_back(id);
         raw.append(split.push(id));
+      }
+      if (req.logprobs >= 0) {
+        const std::vector<TokenLogprobs>& lp = gen_->logprobs();
+        r.logprobs.insert(r.logprobs.end(), lp.begin() + ptrdiff_t(logprobs_seen), lp.end());
+        unsent.insert(unsent.end(), lp.begin() + ptrdiff_t(logprobs_seen), lp.end());
+        logprobs_seen = lp.size();
       }
       if (!deliver(raw, false) || shut_down_.load()) {
         r.disconnected = true;

@@ -49,11 +49,15 @@ struct GenRequest {
   int think_cap = 0;                 // 0: none
   bool ignore_eos = false;
   int checkpoint_at = -1;            // GenerateParams::checkpoint_at for the prompt
+  int logprobs = -1;                 // GenerateParams::logprobs: -1 none, else alternatives
 };
 
 struct GenResult {
   std::string content, reasoning;
   std::vector<int32_t> ids;          // every generated id, forced ones included
+  // With GenRequest::logprobs >= 0: one entry per id the model chose, in order; ids forced
+  // after a think cap have none.
+  std::vector<TokenLogprobs> logprobs;
   std::string finish_reason = "stop";
   bool disconnected = false, think_capped = false;
   int prompt_tokens = 0, cached_tokens = 0;
@@ -63,8 +67,18 @@ struct GenResult {
   int completion_tokens() const { return int(ids.size()); }
 };
 
+// What a stream's next chunk carries: new text, and the logprobs of every token chosen
+// since the previous chunk. A token whose text is held back (an unfinished UTF-8 character,
+// a possible stop string) has its entry in the chunk that releases the text; entries left
+// when generation ends (a stop string's tokens, an end-of-sequence token without text) are
+// the stream's to put in its last chunk.
+struct StreamDelta {
+  Delta text;
+  std::vector<TokenLogprobs> logprobs;
+};
+
 // Receives each step's new text; returns false when the client has gone.
-using DeltaSink = std::function<bool(const Delta&)>;
+using DeltaSink = std::function<bool(const StreamDelta&)>;
 
 class Engine {
  public:

@@ -1,9 +1,11 @@
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 
+#include "decoding/logprobs.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
 
@@ -157,13 +159,6 @@ ApiError unsupported(const char* param, const std::string& what) {
 // Fields this server does not implement yet are refused when they would change the answer,
 // instead of being ignored with a 200 the client would trust. Their neutral values pass.
 void refuse_unimplemented(const ojson& b) {
-  if (present(b, "logprobs")) {
-    const ojson& v = b["logprobs"];
-    const bool off = (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v.get<double>() == 0);
-    if (!off) throw unsupported("logprobs", "'logprobs'");
-  }
-  if (present(b, "top_logprobs") && !(b["top_logprobs"].is_number() && b["top_logprobs"].get<double>() == 0))
-    throw unsupported("top_logprobs", "'top_logprobs'");
   if (present(b, "logit_bias") && !(b["logit_bias"].is_object() && b["logit_bias"].empty()))
     throw unsupported("logit_bias", "'logit_bias'");
   if (present(b, "tool_choice") && b["tool_choice"] != "auto")
@@ -196,6 +191,7 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
                      "invalid_request_error", "response_format", "unsupported_parameter");
   }
   refuse_unimplemented(b);
+  if (auto n = get_int(b, "top_logprobs", 0, kMaxTopLogprobs)) r.logprobs = int(*n);  // chat's; checked there
   SamplingParams& s = r.sampling;
   s = defaults;
   if (auto v = get_number(b, "temperature", 0, 100)) s.temperature = float(*v);
@@ -243,6 +239,12 @@ ApiRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
     r.template_kwargs = b["chat_template_kwargs"];
   }
   if (auto t = get_bool(b, "enable_thinking")) r.template_kwargs["enable_thinking"] = *t;
+  // OpenAI's rules: top_logprobs (0..20) only with logprobs: true; logprobs alone gives each
+  // token's own logprob with an empty top_logprobs list.
+  const int top = r.logprobs;
+  const bool want = get_bool(b, "logprobs").value_or(false);
+  if (top > 0 && !want) throw bad_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  r.logprobs = want ? std::max(top, 0) : -1;
   r.add_generation_prompt = get_bool(b, "add_generation_prompt").value_or(true);
   r.continue_final_message = get_bool(b, "continue_final_message").value_or(false);
   if (r.continue_final_message) {
@@ -260,6 +262,16 @@ ApiRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
 ApiRequest parse_completion_request(const ojson& b, const SamplingParams& defaults) {
   ApiRequest r;
   parse_common(b, defaults, r);
+  // Legacy logprobs is a count: each token's logprob plus that many alternatives (OpenAI
+  // allows 0..5; this server up to 20, as chat's top_logprobs and vLLM's default limit).
+  // top_logprobs is chat's field: refused here rather than ignored.
+  if (r.logprobs > 0) throw unsupported("top_logprobs", "'top_logprobs' on /v1/completions (use 'logprobs': N)");
+  r.logprobs = -1;
+  if (present(b, "logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) {
+    if (b["logprobs"].is_boolean())
+      throw bad_param("logprobs", "'logprobs' on /v1/completions is a count of alternatives (0 to 20), not true");
+    r.logprobs = int(*get_int(b, "logprobs", 0, kMaxTopLogprobs));
+  }
   if (!b.contains("prompt"))
     throw ApiError(400, "'prompt' is required", "invalid_request_error", "prompt", "missing_required_parameter");
   ojson p = b["prompt"];
@@ -316,30 +328,31 @@ ojson usage_json(const GenResult& r) {
           {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
-ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens) {
+ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens, const ojson& logprobs) {
   ojson msg = {{"role", "assistant"}, {"content", r.content}};
   if (!r.reasoning.empty()) msg["reasoning_content"] = r.reasoning;
-  ojson choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+  ojson choice = {{"index", 0}, {"message", msg}, {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
   if (return_tokens) choice["tokens"] = r.ids;
   return {{"id", m.id},       {"object", "chat.completion"}, {"created", m.created},  {"model", m.model},
           {"choices", {choice}}, {"usage", usage_json(r)},   {"dflash", ojson(r.dflash)}};
 }
 
-ojson chat_chunk(const ResponseMeta& m, const ojson& delta, const std::string& finish_reason) {
-  ojson choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}};
+ojson chat_chunk(const ResponseMeta& m, const ojson& delta, const std::string& finish_reason, const ojson& logprobs) {
+  ojson choice = {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason.empty() ? ojson() : ojson(finish_reason);
   return {{"id", m.id}, {"object", "chat.completion.chunk"}, {"created", m.created}, {"model", m.model}, {"choices", {choice}}};
 }
 
-ojson completion_response(const ResponseMeta& m, const GenResult& r, bool return_tokens) {
-  ojson choice = {{"index", 0}, {"text", r.content}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+ojson completion_response(const ResponseMeta& m, const GenResult& r, bool return_tokens, const ojson& logprobs) {
+  ojson choice = {{"index", 0}, {"text", r.content}, {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
   if (return_tokens) choice["tokens"] = r.ids;
   return {{"id", m.id},       {"object", "text_completion"}, {"created", m.created}, {"model", m.model},
           {"choices", {choice}}, {"usage", usage_json(r)},   {"dflash", ojson(r.dflash)}};
 }
 
-ojson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason) {
-  ojson choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}};
+ojson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                       const ojson& logprobs) {
+  ojson choice = {{"index", 0}, {"text", text}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason.empty() ? ojson() : ojson(finish_reason);
   return {{"id", m.id}, {"object", "text_completion"}, {"created", m.created}, {"model", m.model}, {"choices", {choice}}};
 }

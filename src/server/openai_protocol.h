@@ -23,6 +23,9 @@ struct ApiRequest {
   std::optional<int> think_cap;
   bool ignore_eos = false;            // non-standard (vLLM, llama.cpp): benchmarks
   bool return_tokens = false;         // non-standard: choices[0].tokens = generated ids
+  // -1: no logprobs; else alternatives per token (chat: logprobs true + top_logprobs;
+  // completions: logprobs N).
+  int logprobs = -1;
   // /v1/chat/completions
   ojson messages = ojson::array();    // normalized: string content
   ojson tools;                        // null when absent
@@ -53,11 +56,14 @@ struct ResponseMeta {
   long long created = 0;
 };
 
-ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens);
+// `logprobs`: the choice's logprobs object (logprobs_json.h), null when not asked for.
+ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens, const ojson& logprobs = nullptr);
 // One chat.completion.chunk; finish_reason empty: null.
-ojson chat_chunk(const ResponseMeta& m, const ojson& delta, const std::string& finish_reason);
-ojson completion_response(const ResponseMeta& m, const GenResult& r, bool return_tokens);
-ojson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason);
+ojson chat_chunk(const ResponseMeta& m, const ojson& delta, const std::string& finish_reason,
+                 const ojson& logprobs = nullptr);
+ojson completion_response(const ResponseMeta& m, const GenResult& r, bool return_tokens, const ojson& logprobs = nullptr);
+ojson completion_chunk(const ResponseMeta& m, const std::string& text, const std::string& finish_reason,
+                       const ojson& logprobs = nullptr);
 
 // Compact JSON; invalid UTF-8 (never expected in output) is replaced rather than thrown on.
 std::string dump(const ojson& j);

@@ -250,7 +250,6 @@ async function suite(label, bin) {
   }
 
   const unsupported = [
-    ['logprobs: true', { logprobs: true }], ['top_logprobs: 3', { top_logprobs: 3 }],
     ['logit_bias', { logit_bias: { 5: 10 } }], ['tool_choice: required', { tool_choice: 'required' }],
     ['tool_choice: a named function', { tool_choice: { type: 'function', function: { name: 'f' } } }],
   ];
