@@ -191,7 +191,6 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
                      "invalid_request_error", "response_format", "unsupported_parameter");
   }
   refuse_unimplemented(b);
-  if (auto n = get_int(b, "top_logprobs", 0, kMaxTopLogprobs)) r.logprobs = int(*n);  // chat's; checked there
   SamplingParams& s = r.sampling;
   s = defaults;
   if (auto v = get_number(b, "temperature", 0, 100)) s.temperature = float(*v);
@@ -241,7 +240,7 @@ ApiRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
   if (auto t = get_bool(b, "enable_thinking")) r.template_kwargs["enable_thinking"] = *t;
   // OpenAI's rules: top_logprobs (0..20) only with logprobs: true; logprobs alone gives each
   // token's own logprob with an empty top_logprobs list.
-  const int top = r.logprobs;
+  const int top = int(get_int(b, "top_logprobs", 0, kMaxTopLogprobs).value_or(0));
   const bool want = get_bool(b, "logprobs").value_or(false);
   if (top > 0 && !want) throw bad_param("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   r.logprobs = want ? std::max(top, 0) : -1;
@@ -265,8 +264,8 @@ ApiRequest parse_completion_request(const ojson& b, const SamplingParams& defaul
   // Legacy logprobs is a count: each token's logprob plus that many alternatives (OpenAI
   // allows 0..5; this server up to 20, as chat's top_logprobs and vLLM's default limit).
   // top_logprobs is chat's field: refused here rather than ignored.
-  if (r.logprobs > 0) throw unsupported("top_logprobs", "'top_logprobs' on /v1/completions (use 'logprobs': N)");
-  r.logprobs = -1;
+  if (get_int(b, "top_logprobs", 0, kMaxTopLogprobs).value_or(0) > 0)
+    throw unsupported("top_logprobs", "'top_logprobs' on /v1/completions (use 'logprobs': N)");
   if (present(b, "logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) {
     if (b["logprobs"].is_boolean())
       throw bad_param("logprobs", "'logprobs' on /v1/completions is a count of alternatives (0 to 20), not true");
