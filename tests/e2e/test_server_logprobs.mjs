@@ -157,6 +157,17 @@ await check('chat: tokens and logprob numbers are bit-identical with and without
   }
 });
 
+await check('chat, sampled with a seed: the same tokens and bit-identical logprobs with and without the draft', async () => {
+  // The values are the raw distribution's, so temperature does not change them; the seed
+  // fixes the draws, which speculation reproduces (docs/server.md, Logprobs).
+  const body = { ...chatBody, temperature: 0.8, top_p: 0.95, seed: 7 };
+  const [a, b] = await Promise.all([servers.draft.chat.completions.create(body), servers.plain.chat.completions.create(body)]);
+  assert(a.dflash.drafted > 0, 'no drafting: ' + JSON.stringify(a.dflash));
+  assertEq(a.choices[0].tokens, b.choices[0].tokens, 'ids');
+  assertEq(a.choices[0].logprobs, b.choices[0].logprobs, 'logprobs (JSON text: exact doubles)');
+  assertEq(a.choices[0].logprobs.content.length, MAX, 'entries');
+});
+
 await check('chat: logprobs equal the log-softmax of `dflash logits` at the same positions', async () => {
   const ref = chats['plain-false'];
   const cli = cliGenerate(['--model', DEMO35_TARGET, '--chat', '--prompt', QUESTION, '--max-tokens', String(MAX)]);
