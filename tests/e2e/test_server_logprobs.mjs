@@ -117,6 +117,19 @@ function referenceLogprobs(promptIds, genIds) {
   return rows;
 }
 
+// Every other mode's result (draft or not, streamed or not) has the unstreamed plain
+// request's ids and bit-identical logprobs (JSON numbers compared exactly); returns that one.
+function sameAsPlain(results) {
+  const ref = results['plain-false'];
+  assert(ref, 'the plain request failed');
+  for (const k of OTHERS) {
+    assert(results[k], k + ' failed');
+    assertEq(results[k].ids, ref.ids, k + ' ids');
+    assertEq(results[k].logprobs, ref.logprobs, k + ' logprobs (JSON text: exact doubles)');
+  }
+  return ref;
+}
+
 function near(got, want, what) {
   const tol = 1e-6 * Math.max(1, Math.abs(want));
   if (!(Math.abs(got - want) <= tol)) throw new Error(`${what}: ${got} vs dflash logits' ${want}`);
@@ -148,13 +161,7 @@ for (const mode of MODES)
     });
 
 await check('chat: tokens and logprob numbers are bit-identical with and without the draft, streamed or not', async () => {
-  const ref = chats['plain-false'];
-  assert(ref, 'the plain request failed');
-  for (const k of OTHERS) {
-    assert(chats[k], k + ' failed');
-    assertEq(chats[k].ids, ref.ids, k + ' ids');
-    assertEq(chats[k].logprobs, ref.logprobs, k + ' logprobs (JSON text: exact doubles)');
-  }
+  sameAsPlain(chats);
 });
 
 await check('chat, sampled with a seed: the same tokens and bit-identical logprobs with and without the draft', async () => {
@@ -201,13 +208,7 @@ for (const mode of MODES)
     });
 
 await check('completions: bit-identical with and without the draft, and equal to `dflash logits`', async () => {
-  const ref = completions['plain-false'];
-  assert(ref, 'the plain request failed');
-  for (const k of OTHERS) {
-    assert(completions[k], k + ' failed');
-    assertEq(completions[k].ids, ref.ids, k + ' ids');
-    assertEq(completions[k].logprobs, ref.logprobs, k + ' logprobs (JSON text: exact doubles)');
-  }
+  const ref = sameAsPlain(completions);
   const tok = await post(noDraft.url + '/tokenize', { content: PROMPT });
   const want = referenceLogprobs(tok.json.tokens, ref.ids);
   for (let i = 0; i < MAX; ++i) {
