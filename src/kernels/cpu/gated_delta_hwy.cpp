@@ -91,7 +91,8 @@ void GatedDeltaHeadBlocked(const GatedDeltaArgs& a, int h) {
   using V = hn::Vec<decltype(df)>;
   constexpr int R = 8;  // rows prepared at a time
   const gdn::HeadStates st(a, h);
-  alignas(64) float qh[R][gdn::kMaxHeadDim] = {}, kn[R][gdn::kMaxHeadDim], o[R][gdn::kMaxHeadDim];
+  // q^ is set and read only for rows with a readout (Sweep's kReadout): no zeroing per call.
+  alignas(64) float qh[R][gdn::kMaxHeadDim], kn[R][gdn::kMaxHeadDim], o[R][gdn::kMaxHeadDim];
   float alpha[R], beta[R];
   bool readout[R];
   const float* src = st.in;
