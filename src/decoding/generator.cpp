@@ -83,7 +83,8 @@ bool Generator::is_stop(int32_t t) const {
   return std::find(params_.stop_ids.begin(), params_.stop_ids.end(), t) != params_.stop_ids.end();
 }
 
-bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out) {
+bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out, bool constraint_moved) {
+  if (params_.constraint && !constraint_moved) params_.constraint->accept(t);
   if (params_.logprobs >= 0) logprobs_.push_back(token_logprobs(row, model_.config().vocab, t, params_.logprobs));
   tokens_.push_back(t);
   out.push_back(t);
@@ -108,6 +109,7 @@ bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out) {
 
 void Generator::force_tokens(const std::vector<int32_t>& ids) {
   for (int32_t t : ids) {
+    if (params_.constraint) params_.constraint->accept(t);
     tokens_.push_back(t);
     ++n_generated_;
   }
@@ -143,7 +145,8 @@ bool Generator::step(std::vector<int32_t>& out) {
     a.logits = logits_.data();
     model_.forward(*state_, a);
   }
-  const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
+  const int32_t t =
+      sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_), allowed_now());
   return !emit(t, logits_.data(), out);
 }
 

@@ -8,6 +8,7 @@
 
 #include "decoding/logprobs.h"
 #include "decoding/sampler.h"
+#include "decoding/token_constraint.h"
 #include <memory>
 
 #include "models/target_model.h"
@@ -28,6 +29,10 @@ struct GenerateParams {
   // -1: no logprobs (nothing computed: a log-softmax over a 248k vocabulary per token is not
   // free). 0..kMaxTopLogprobs: each generated token's logprob plus that many alternatives.
   int logprobs = -1;
+  // Structured output / forced tool calls: every token is chosen from the tokens this
+  // constraint allows (token_constraint.h); it is advanced past every emitted and forced
+  // token. Shared so that a request's segments (a think cap restarts generation) keep one.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct Timings {
@@ -76,8 +81,11 @@ class Generator {
   // GenerateParams::checkpoint_at); n_prompt_ (none) for a KV cache.
   int checkpoint_row() const;
   // Records a generated token chosen from the target's logits `row` at its position (their
-  // log-softmax is kept when logprobs are asked for); returns true if generation must stop.
-  bool emit(int32_t t, const float* row, std::vector<int32_t>& out);
+  // log-softmax is kept when logprobs are asked for) and moves the constraint past it, unless
+  // the caller already did (`constraint_moved`); returns true if generation must stop.
+  bool emit(int32_t t, const float* row, std::vector<int32_t>& out, bool constraint_moved = false);
+  // The constraint's mask for the next token; null when the request has none.
+  const uint64_t* allowed_now() const { return params_.constraint ? params_.constraint->allowed() : nullptr; }
   bool is_stop(int32_t t) const;
 
   const TargetModel& model_;

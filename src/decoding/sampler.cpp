@@ -1,5 +1,7 @@
 #include "decoding/sampler.h"
 
+#include "decoding/token_constraint.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -38,10 +40,31 @@ int32_t argmax(const float* x, int n) {
   return 0;  // unreachable: x[0] is a number, so the maximum is one of the values
 }
 
+// Walks the set bits only: a grammar's mask is often a handful of tokens (a "{", a key's next
+// byte), and where it is dense (inside a string) this is one pass like argmax's second one.
+int32_t argmax_allowed(const float* x, int n, const uint64_t* allowed) {
+  if (allowed == nullptr) return argmax(x, n);
+  int32_t best = -1, first = -1;
+  for (int w = 0; w * 64 < n; ++w) {
+    uint64_t bits = allowed[w];
+    while (bits != 0) {
+      const int i = w * 64 + __builtin_ctzll(bits);
+      bits &= bits - 1;
+      if (i >= n) break;
+      if (first < 0) first = i;
+      if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+    }
+  }
+  return best >= 0 ? best : std::max(first, 0);
+}
+
 // Hugging Face's order: repetition penalty, temperature, top-k, top-p, min-p.
 void Sampler::probabilities(const float* logits, int vocab, const std::vector<int32_t>& history,
-                            std::vector<float>& p) const {
+                            std::vector<float>& p, const uint64_t* allowed) const {
   std::vector<float> l(logits, logits + vocab);
+  if (allowed != nullptr)
+    for (int i = 0; i < vocab; ++i)
+      if (!mask_allows(allowed, i)) l[size_t(i)] = -INFINITY;
   if (p_.repetition_penalty != 1.0f)
     for (int32_t t : history)
       if (t >= 0 && t < vocab) l[size_t(t)] = l[size_t(t)] > 0 ? l[size_t(t)] / p_.repetition_penalty : l[size_t(t)] * p_.repetition_penalty;
@@ -84,10 +107,11 @@ void Sampler::probabilities(const float* logits, int vocab, const std::vector<in
   for (size_t i = 0; i < keep; ++i) p[size_t(idx[i])] = float(e[i] / s2);
 }
 
-int32_t Sampler::sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index) const {
-  if (greedy() && p_.repetition_penalty == 1.0f) return argmax(logits, vocab);
+int32_t Sampler::sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
+                        const uint64_t* allowed) const {
+  if (greedy() && p_.repetition_penalty == 1.0f) return argmax_allowed(logits, vocab, allowed);
   std::vector<float> p;
-  probabilities(logits, vocab, history, p);
+  probabilities(logits, vocab, history, p, allowed);
   if (greedy()) return argmax(p.data(), vocab);
   const double u = counter_uniform(p_.seed, index);
   double cum = 0;

@@ -26,15 +26,22 @@ class Sampler {
   bool greedy() const { return p_.temperature <= 0.0f; }
 
   // `history` (prompt and generated ids) feeds the repetition penalty; `index` is the
-  // position of this token among the generated ones.
-  int32_t sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index) const;
+  // position of this token among the generated ones. `allowed` (a TokenConstraint's bitset,
+  // token_constraint.h; null: every token) removes tokens before any other step, as if
+  // their logits were -inf.
+  int32_t sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
+                 const uint64_t* allowed = nullptr) const;
   // The distribution sample() draws from, after every filter (zeros outside the kept set).
-  void probabilities(const float* logits, int vocab, const std::vector<int32_t>& history, std::vector<float>& p) const;
+  void probabilities(const float* logits, int vocab, const std::vector<int32_t>& history, std::vector<float>& p,
+                     const uint64_t* allowed = nullptr) const;
 
  private:
   SamplingParams p_;
 };
 
 int32_t argmax(const float* x, int n);  // lowest index on ties
+// The argmax over the tokens `allowed` lets through (null: argmax); the lowest allowed index
+// when every allowed value is NaN.
+int32_t argmax_allowed(const float* x, int n, const uint64_t* allowed);
 
 }  // namespace dflash

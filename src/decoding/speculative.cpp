@@ -126,7 +126,8 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
     if (pending_n_ >= kMaxPendingRows) flush_pending_context();
     ++stats_.plain_steps;
   }
-  const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_));
+  const int32_t t =
+      sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_), allowed_now());
   return !emit(t, logits_.data(), out);
 }
 
@@ -182,18 +183,23 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
 
   std::vector<int32_t> hist;
   if (need_history && !token_draft) hist = tokens_;
+  // Under a constraint a copy of it walks the proposals, so the draft proposes only what the
+  // target could choose (more accepted; the output does not depend on it).
+  std::unique_ptr<TokenConstraint> dc = params_.constraint && !token_draft ? params_.constraint->clone() : nullptr;
   for (int j = 1; j < B; ++j) {
     if (token_draft) {
       block[size_t(j)] = dt.tokens[size_t(j - 1)];
       continue;
     }
     const float* row = dlogits.data() + size_t(j - 1) * V;
+    const uint64_t* allowed = dc ? dc->allowed() : nullptr;
     if (probabilistic) {
-      sampler_.probabilities(row, V, hist, q[size_t(j - 1)]);
+      sampler_.probabilities(row, V, hist, q[size_t(j - 1)], allowed);
       block[size_t(j)] = draw(q[size_t(j - 1)], draft_uniform(j));
     } else {
-      block[size_t(j)] = argmax(row, V);  // the reference drafts greedily at any temperature
+      block[size_t(j)] = argmax_allowed(row, V, allowed);  // the reference drafts greedily at any temperature
     }
+    if (dc) dc->accept(block[size_t(j)]);
     if (need_history) hist.push_back(block[size_t(j)]);
   }
   auto q_of = [&](int j, int32_t tok) -> float {
@@ -226,8 +232,14 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   model_.forward(*state_, a);
   const double t2 = now_seconds();
 
-  // Walk the block: accept while the draft agrees with the target, then one bonus token.
+  // Walk the block: accept while the draft agrees with the target, then one bonus token. The
+  // constraint moves with the walk, so row j is masked as plain decoding masks that position.
+  TokenConstraint* cons = params_.constraint.get();
   std::vector<int32_t> emitted;
+  auto take = [&](int32_t t) {
+    if (cons) cons->accept(t);
+    emitted.push_back(t);
+  };
   int accepted = 0;
   std::vector<int32_t> h;
   if (need_history) h = tokens_;
@@ -235,28 +247,28 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   for (int j = 0; j < B; ++j) {
     const float* row = vlogits.data() + size_t(j) * V;
     const uint64_t index = uint64_t(n_generated_ + j);
+    const uint64_t* allowed = cons ? cons->allowed() : nullptr;
     if (probabilistic && j < B - 1) {
-      sampler_.probabilities(row, V, h, p);
+      sampler_.probabilities(row, V, h, p, allowed);
       const int32_t d = block[size_t(j + 1)];
       const double u = counter_uniform(sampler_.params().seed ^ kAcceptStream, index);
       if (u * q_of(j, d) < p[size_t(d)]) {
-        emitted.push_back(d);
+        take(d);
         ++accepted;
         h.push_back(d);
         continue;
       }
       subtract_q(j, p);
-      emitted.push_back(draw(p, counter_uniform(sampler_.params().seed ^ kResidualStream, index)));
+      take(draw(p, counter_uniform(sampler_.params().seed ^ kResidualStream, index)));
       break;
     }
-    const int32_t t = sampler_.sample(row, V, h, index);
+    const int32_t t = sampler_.sample(row, V, h, index, allowed);
+    take(t);
     if (j < B - 1 && block[size_t(j + 1)] == t) {
-      emitted.push_back(t);
       ++accepted;
       if (need_history) h.push_back(t);
       continue;
     }
-    emitted.push_back(t);
     break;
   }
 
@@ -278,7 +290,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   // Emitted token j was chosen from verify row j, the target's logits at its position
   // (bitwise those of plain decoding): its logprobs come from that row.
   for (size_t j = 0; j < emitted.size(); ++j)
-    if (emit(emitted[j], vlogits.data() + j * size_t(V), out)) return false;
+    if (emit(emitted[j], vlogits.data() + j * size_t(V), out, /*constraint_moved=*/true)) return false;
   return true;
 }
 
@@ -287,7 +299,7 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   if (!prefilled_) {
     if (draft_on_) prefill_with_taps();
     else prefill();
-    const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, 0);
+    const int32_t t = sampler_.sample(logits_.data(), model_.config().vocab, tokens_, 0, allowed_now());
     return !emit(t, logits_.data(), out);
   }
   if (!draft_on_) return plain_step(out);

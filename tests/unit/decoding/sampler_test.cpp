@@ -126,3 +126,44 @@ TEST(Sampler, SameSeedAndIndexSameDraw) {
     ASSERT_LT(u, 1.0);
   }
 }
+
+// A constraint's mask: the greedy pick is the largest allowed value (lowest id on ties), and
+// the sampled distribution is the unmasked one's filters applied to the allowed tokens only.
+TEST(Sampler, MaskedArgmaxIsTheLargestAllowedValue) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> small(-3, 3);
+  for (int n : {1, 63, 64, 65, 200, 4032}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = float(small(rng));
+      std::vector<uint64_t> bits(size_t(n + 63) / 64, 0);
+      int32_t want = -1;
+      for (int i = 0; i < n; ++i) {
+        if (rng() % 4 != 0 && i != 0) continue;  // token 0 always allowed: never an empty mask
+        bits[size_t(i) / 64] |= uint64_t(1) << (i % 64);
+        if (want < 0 || x[size_t(i)] > x[size_t(want)]) want = i;
+      }
+      ASSERT_EQ(want, argmax_allowed(x.data(), n, bits.data())) << "n=" << n << " trial " << trial;
+      ASSERT_EQ(want, Sampler(SamplingParams{}).sample(x.data(), n, {}, 0, bits.data()));
+    }
+  }
+  EXPECT_EQ(argmax(kLogits.data(), 6), argmax_allowed(kLogits.data(), 6, nullptr));
+}
+
+TEST(Sampler, MaskRemovesTokensBeforeTheFilters) {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 2;
+  const uint64_t bits = 0b100101;  // ids 0, 2, 5: the two best allowed are 2 (logit 2) and 0 (1)
+  std::vector<float> p;
+  Sampler(sp).probabilities(kLogits.data(), 6, {}, p, &bits);
+  const double e = std::exp(-1.0);  // exp(1 - 2)
+  EXPECT_NEAR(1.0 / (1.0 + e), p[2], 1e-6);
+  EXPECT_NEAR(e / (1.0 + e), p[0], 1e-6);
+  for (int i : {1, 3, 4, 5}) EXPECT_EQ(0.0f, p[size_t(i)]) << i;
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    sp.seed = seed;
+    const int32_t t = Sampler(sp).sample(kLogits.data(), 6, {}, seed, &bits);
+    EXPECT_TRUE(t == 0 || t == 2) << t;
+  }
+}

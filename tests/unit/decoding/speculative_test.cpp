@@ -343,3 +343,89 @@ TEST(Speculative, LogprobsAreBitwiseThoseOfPlainDecoding) {
   run(g, f.prompt, none);
   EXPECT_TRUE(g.logprobs().empty());
 }
+
+// A constraint whose allowed set moves with every token: after tokens summing to s, token t
+// is allowed when (t + s) % 3 != 0, and stop ids always. Enough to make every position's
+// mask different, so a verify row masked with the wrong state would show.
+namespace {
+class ModuloConstraint : public TokenConstraint {
+ public:
+  explicit ModuloConstraint(int vocab) : vocab_(vocab), bits_(size_t(vocab + 63) / 64) {}
+  const uint64_t* allowed() override {
+    std::fill(bits_.begin(), bits_.end(), 0);
+    for (int t = 0; t < vocab_; ++t)
+      if (ok(t)) bits_[size_t(t) / 64] |= uint64_t(1) << (t % 64);
+    return bits_.data();
+  }
+  bool accept(int32_t t) override {
+    if (!ok(t)) return false;
+    sum_ += t;
+    ++accepted;
+    return true;
+  }
+  std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<ModuloConstraint>(*this); }
+  double mask_seconds() const override { return 0; }
+  bool ok(int32_t t) const { return (t + sum_) % 3 != 0; }
+  int accepted = 0;
+
+ private:
+  int vocab_;
+  long sum_ = 0;
+  std::vector<uint64_t> bits_;
+};
+
+// Replays `out` through a fresh constraint: every token must have been allowed where it came.
+bool all_allowed(const std::vector<int32_t>& out, int vocab) {
+  ModuloConstraint c(vocab);
+  for (int32_t t : out)
+    if (!c.accept(t)) return false;
+  return true;
+}
+}  // namespace
+
+TEST(Speculative, ConstrainedOutputEqualsConstrainedPlainAtEveryBlockSize) {
+  Fixture f;
+  for (float temp : {0.0f, 0.9f}) {
+    GenerateParams gp;
+    gp.max_tokens = 60;
+    gp.sampling.temperature = temp;
+    gp.sampling.seed = 77;
+    const auto free_out = f.plain(gp);
+    gp.constraint = std::make_shared<ModuloConstraint>(96);
+    const auto plain = f.plain(gp);
+    ASSERT_EQ(size_t(60), plain.size());
+    EXPECT_TRUE(all_allowed(plain, 96)) << "temp=" << temp;
+    EXPECT_FALSE(all_allowed(free_out, 96)) << "the constraint must bite, or this test proves nothing";
+    GenerateParams fresh = gp;
+    fresh.constraint = std::make_shared<ModuloConstraint>(96);
+    const auto truth = f.truth(fresh);
+    for (int every : {1000, 3}) {
+      ScriptedDrafter d(truth, 96, [every](int pos) { return pos % every == 0; });
+      for (int B : {2, 4, 8, 16}) {
+        gp.constraint = std::make_shared<ModuloConstraint>(96);
+        SpeculativeGenerator g(*f.model, d, 256, SpecParams{B, false});
+        EXPECT_EQ(plain, run(g, f.prompt, gp)) << "temp=" << temp << " every=" << every << " B=" << B;
+        EXPECT_EQ(60, static_cast<ModuloConstraint&>(*gp.constraint).accepted)
+            << "the request's constraint moves past each emitted token once";
+        if (every == 1000) EXPECT_EQ(g.stats().drafted, g.stats().accepted) << "B=" << B;
+      }
+    }
+  }
+}
+
+TEST(Speculative, ProbabilisticAcceptanceKeepsEveryTokenInsideTheConstraint) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 60;
+  gp.sampling.temperature = 1.0f;
+  gp.sampling.seed = 5;
+  gp.constraint = std::make_shared<ModuloConstraint>(96);
+  const auto truth = f.truth(gp);
+  ScriptedDrafter d(truth, 96, [](int pos) { return pos % 4 == 0; });
+  gp.constraint = std::make_shared<ModuloConstraint>(96);
+  SpeculativeGenerator g(*f.model, d, 256, SpecParams{8, false, Acceptance::Probabilistic});
+  const auto out = run(g, f.prompt, gp);
+  EXPECT_EQ(size_t(60), out.size());
+  EXPECT_TRUE(all_allowed(out, 96));
+  EXPECT_GT(g.stats().accepted, 0);
+}
