@@ -407,7 +407,9 @@ TEST(Speculative, ConstrainedOutputEqualsConstrainedPlainAtEveryBlockSize) {
         EXPECT_EQ(plain, run(g, f.prompt, gp)) << "temp=" << temp << " every=" << every << " B=" << B;
         EXPECT_EQ(60, static_cast<ModuloConstraint&>(*gp.constraint).accepted)
             << "the request's constraint moves past each emitted token once";
-        if (every == 1000) EXPECT_EQ(g.stats().drafted, g.stats().accepted) << "B=" << B;
+        if (every == 1000) {
+          EXPECT_EQ(g.stats().drafted, g.stats().accepted) << "B=" << B;
+        }
       }
     }
   }
