@@ -78,13 +78,27 @@ void Generator::prefill() {
   prefilled_ = true;
 }
 
+const uint64_t* Generator::timed_mask(TokenConstraint& c) {
+  const double t0 = now_seconds();
+  const uint64_t* bits = c.allowed();
+  timings_.mask_s += now_seconds() - t0;
+  return bits;
+}
+
+bool Generator::timed_accept(TokenConstraint& c, int32_t t) {
+  const double t0 = now_seconds();
+  const bool ok = c.accept(t);
+  timings_.mask_s += now_seconds() - t0;
+  return ok;
+}
+
 bool Generator::is_stop(int32_t t) const {
   if (params_.ignore_eos) return false;
   return std::find(params_.stop_ids.begin(), params_.stop_ids.end(), t) != params_.stop_ids.end();
 }
 
 bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out, bool constraint_moved) {
-  if (params_.constraint && !constraint_moved) params_.constraint->accept(t);
+  if (params_.constraint && !constraint_moved) timed_accept(*params_.constraint, t);
   if (params_.logprobs >= 0) logprobs_.push_back(token_logprobs(row, model_.config().vocab, t, params_.logprobs));
   tokens_.push_back(t);
   out.push_back(t);
@@ -109,7 +123,7 @@ bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out, boo
 
 void Generator::force_tokens(const std::vector<int32_t>& ids) {
   for (int32_t t : ids) {
-    if (params_.constraint) params_.constraint->accept(t);
+    if (params_.constraint) timed_accept(*params_.constraint, t);
     tokens_.push_back(t);
     ++n_generated_;
   }

@@ -38,6 +38,7 @@ struct GenerateParams {
 struct Timings {
   int prompt_tokens = 0, generated_tokens = 0;
   double prefill_s = 0, decode_s = 0, ttft_s = 0;
+  double mask_s = 0;  // in the constraint (masks and moves): target rows and the draft's walk
   double prefill_tok_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
   // Tokens after the first, over the time after the first (the first comes with prefill).
   double decode_tok_s() const { return decode_s > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_s : 0; }
@@ -85,7 +86,10 @@ class Generator {
   // the caller already did (`constraint_moved`); returns true if generation must stop.
   bool emit(int32_t t, const float* row, std::vector<int32_t>& out, bool constraint_moved = false);
   // The constraint's mask for the next token; null when the request has none.
-  const uint64_t* allowed_now() const { return params_.constraint ? params_.constraint->allowed() : nullptr; }
+  const uint64_t* allowed_now() { return params_.constraint ? timed_mask(*params_.constraint) : nullptr; }
+  // c.allowed() and c.accept(t), their time added to timings_.mask_s.
+  const uint64_t* timed_mask(TokenConstraint& c);
+  bool timed_accept(TokenConstraint& c, int32_t t);
   bool is_stop(int32_t t) const;
 
   const TargetModel& model_;

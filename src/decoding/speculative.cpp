@@ -185,21 +185,26 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   if (need_history && !token_draft) hist = tokens_;
   // Under a constraint a copy of it walks the proposals, so the draft proposes only what the
   // target could choose (more accepted; the output does not depend on it).
-  std::unique_ptr<TokenConstraint> dc = params_.constraint && !token_draft ? params_.constraint->clone() : nullptr;
+  std::unique_ptr<TokenConstraint> dc;
+  if (params_.constraint && !token_draft) {
+    const double tc0 = now_seconds();
+    dc = params_.constraint->clone();
+    timings_.mask_s += now_seconds() - tc0;
+  }
   for (int j = 1; j < B; ++j) {
     if (token_draft) {
       block[size_t(j)] = dt.tokens[size_t(j - 1)];
       continue;
     }
     const float* row = dlogits.data() + size_t(j - 1) * V;
-    const uint64_t* allowed = dc ? dc->allowed() : nullptr;
+    const uint64_t* allowed = dc ? timed_mask(*dc) : nullptr;
     if (probabilistic) {
       sampler_.probabilities(row, V, hist, q[size_t(j - 1)], allowed);
       block[size_t(j)] = draw(q[size_t(j - 1)], draft_uniform(j));
     } else {
       block[size_t(j)] = argmax_allowed(row, V, allowed);  // the reference drafts greedily at any temperature
     }
-    if (dc) dc->accept(block[size_t(j)]);
+    if (dc) timed_accept(*dc, block[size_t(j)]);
     if (need_history) hist.push_back(block[size_t(j)]);
   }
   auto q_of = [&](int j, int32_t tok) -> float {
@@ -237,7 +242,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   TokenConstraint* cons = params_.constraint.get();
   std::vector<int32_t> emitted;
   auto take = [&](int32_t t) {
-    if (cons) cons->accept(t);
+    if (cons) timed_accept(*cons, t);
     emitted.push_back(t);
   };
   int accepted = 0;
@@ -247,7 +252,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   for (int j = 0; j < B; ++j) {
     const float* row = vlogits.data() + size_t(j) * V;
     const uint64_t index = uint64_t(n_generated_ + j);
-    const uint64_t* allowed = cons ? cons->allowed() : nullptr;
+    const uint64_t* allowed = cons ? timed_mask(*cons) : nullptr;
     if (probabilistic && j < B - 1) {
       sampler_.probabilities(row, V, h, p, allowed);
       const int32_t d = block[size_t(j + 1)];

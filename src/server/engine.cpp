@@ -98,7 +98,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
   ThinkCap cap(req.think_cap, req.max_tokens, req.chat && think_.known());
 
   const double t0 = now_seconds();
-  double t_first = 0, prefill_s = 0;
+  double t_first = 0, prefill_s = 0, mask_total = 0;
   int prefilled = 0;
   std::vector<int32_t> seg_prompt = req.prompt;
   bool stopped = false, done = false;
@@ -131,6 +131,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
     gp.chunk_size = opt_.chunk_size;
     gp.checkpoint_at = seg == 0 ? req.checkpoint_at : -1;
     gp.logprobs = req.logprobs;
+    gp.constraint = req.constraint;
     gen_->start(seg_prompt, gp);
     size_t logprobs_seen = 0;  // the generator's list restarts with each segment
     if (seg == 0) r.cached_tokens = gen_->cached_tokens();
@@ -156,6 +157,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
     }
     const Timings& tm = gen_->timings();
     prefill_s += tm.prefill_s;
+    mask_total += tm.mask_s;
     prefilled += tm.prompt_tokens - gen_->cached_tokens();
     if (spec_) add_stats(r.spec, spec_->stats());
     if (r.disconnected || stopped) break;
@@ -173,6 +175,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
         r.think_capped = true;
         Delta raw;
         for (int32_t id : forced) {
+          if (req.constraint) req.constraint->accept(id);  // the gate's answer starts here
           r.ids.push_back(id);
           raw.append(split.push(id));
         }
@@ -215,6 +218,13 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
   base["prefill_tok_per_s"] = r.prefill_tok_s;
   base["ttft_ms"] = r.ttft_s * 1e3;
   base["think_capped"] = r.think_capped;
+  if (req.constraint) {
+    // What the mask cost: in all, and per generated token beside the decode time per token.
+    const double mask_s = mask_total;
+    base["mask_ms"] = mask_s * 1e3;
+    base["mask_ms_per_token"] = n > 0 ? mask_s * 1e3 / n : 0.0;
+    base["decode_ms_per_token"] = n > 1 && t_end > t_first ? (t_end - t_first) * 1e3 / (n - 1) : 0.0;
+  }
   r.dflash = base;
   return r;
 }

@@ -50,6 +50,8 @@ struct GenRequest {
   bool ignore_eos = false;
   int checkpoint_at = -1;            // GenerateParams::checkpoint_at for the prompt
   int logprobs = -1;                 // GenerateParams::logprobs: -1 none, else alternatives
+  // Structured output or a forced tool call (GenerateParams::constraint); null: none.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct GenResult {
