@@ -82,12 +82,40 @@ GrammarBuilder::Expr GrammarBuilder::repeat(Expr x, int min, int max) {
                 ") is not a valid range");
   }
   if (min == 1 && max == 1) return x;
+  // x* with an x that can match nothing would loop without consuming a byte (the matcher
+  // expands its rules top-down): refuse it here, where the cause is still visible.
+  if (max == -1 && nullable(x.id, 0)) {
+    throw Error("grammar: an unbounded repetition of something that can match the empty string (such as "
+                "(a?)* or (a*)+) is not supported; make the repeated part non-empty");
+  }
   Node n;
   n.kind = Node::kRepeat;
   n.children = {x.id};
   n.min = min;
   n.max = max;
   return add(std::move(n));
+}
+
+// Whether expression `id` can match the empty string. A declared rule is looked into as far
+// as it is defined; a cycle back into one (depth guard) counts as not empty, which is what
+// the build-time left-recursion check then reports.
+bool GrammarBuilder::nullable(uint32_t id, int depth) const {
+  const Node& n = nodes_[id];
+  if (depth > 64) return false;
+  switch (n.kind) {
+    case Node::kEmpty: return true;
+    case Node::kLiteral: return n.bytes.empty();
+    case Node::kClass: return false;
+    case Node::kSeq:
+      for (uint32_t c : n.children) if (!nullable(c, depth + 1)) return false;
+      return true;
+    case Node::kAlt:
+      for (uint32_t c : n.children) if (nullable(c, depth + 1)) return true;
+      return false;
+    case Node::kRepeat: return n.min == 0 || nullable(n.children[0], depth + 1);
+    case Node::kRule: return n.body != UINT32_MAX && nullable(n.body, depth + 1);
+  }
+  return false;
 }
 
 GrammarBuilder::Expr GrammarBuilder::declare(const std::string& name) {

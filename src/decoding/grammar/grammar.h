@@ -91,7 +91,8 @@ class GrammarBuilder {
   Expr byte_range(uint8_t lo, uint8_t hi);   // one byte in [lo, hi]
   Expr seq(const std::vector<Expr>& parts);  // one after the other
   Expr alt(const std::vector<Expr>& options);  // any one of them (none: never matches)
-  // `min` to `max` copies of x one after the other; max = -1: no upper bound.
+  // `min` to `max` copies of x one after the other; max = -1: no upper bound (then x must not
+  // match the empty string: dflash::Error otherwise).
   Expr repeat(Expr x, int min, int max);
   Expr optional(Expr x) { return repeat(x, 0, 1); }
 
@@ -111,6 +112,7 @@ class GrammarBuilder {
   class Lowering;
   Expr add(Node node);
   const Node& node(Expr e) const;
+  bool nullable(uint32_t id, int depth) const;
   std::vector<Node> nodes_;
 };
 

@@ -275,7 +275,11 @@ class SchemaCompiler {
       if (s.contains("minLength") || s.contains("maxLength")) {
         fail(path, "'pattern' (or format) together with 'minLength'/'maxLength' is not supported");
       }
-      content = json_string_pattern(b_, str_, pattern);
+      try {
+        content = json_string_pattern(b_, str_, pattern);
+      } catch (const Error& e) {
+        fail(path, e.what());
+      }
     } else {
       if (min == 0 && max == -1) return string_;
       content = b_.repeat(str_.character, min, max);

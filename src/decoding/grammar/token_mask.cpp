@@ -147,7 +147,7 @@ MaskCache::Mask MaskCache::get(const std::vector<uint32_t>& state, bool* hit) {
   if (dfa_lock.owns_lock()) {
     // A DFA that grew past this many states (deep recursion, long counted repetitions) is
     // started over, so its memory stays bounded (each state holds a 1 KiB row).
-    if (dfa_.state_count() > 50000) dfa_.clear();
+    if (dfa_.state_count() > 8192) dfa_.clear();
     compute_token_mask(*table_, dfa_, state, *mask);
   } else {
     LazyStateDfa local(*grammar_);

@@ -113,6 +113,9 @@ TEST(GrammarJsonSchema, Patterns) {
   expect_refused(R"({"type": "string", "pattern": "(a)\\1"})", "backreference");
   expect_refused(R"({"type": "string", "pattern": "\\bword"})", "\\b");
   expect_refused(R"({"type": "string", "pattern": "^a$", "maxLength": 3})", "maxLength");
+  expect_refused(R"({"type": "string", "pattern": "^(a?)*$"})", "empty string");
+  expect_refused(R"({"type": "string", "pattern": "^[a-"})", "unclosed");
+  expect_refused(R"({"type": "string", "pattern": "^[é-ü]$"})", "non-ASCII");
 }
 
 TEST(GrammarJsonSchema, Formats) {

@@ -69,6 +69,10 @@ TEST(GrammarMatcher, BoundedAndUnboundedRepetition) {
   EXPECT_TRUE(full_match(exact, "aaa"));
   EXPECT_FALSE(full_match(exact, "aa"));
   EXPECT_THROW(b.repeat(a, 3, 2), dflash::Error);
+  EXPECT_THROW(b.repeat(b.optional(a), 0, -1), dflash::Error);  // (a?)* would loop on nothing
+  auto nested = b.build(b.repeat(b.optional(a), 0, 3));             // bounded: fine
+  EXPECT_TRUE(full_match(nested, "aa"));
+  EXPECT_FALSE(full_match(nested, "aaaa"));
 }
 
 TEST(GrammarMatcher, RecursiveRulesBalancedBrackets) {
