@@ -459,12 +459,22 @@ class SchemaCompiler {
 }  // namespace
 
 Expr json_schema(GrammarBuilder& b, const J& schema, const JsonGrammarOptions& options) {
-  SchemaCompiler c(b, schema, options);
-  return c.compile(schema, "#");
+  try {
+    SchemaCompiler c(b, schema, options);
+    return c.compile(schema, "#");
+  } catch (const nlohmann::json::exception& e) {  // a keyword with a value of the wrong kind
+    throw Error(std::string("json schema: ") + e.what());
+  }
 }
 
 Expr json_schema(GrammarBuilder& b, const nlohmann::json& schema, const JsonGrammarOptions& options) {
-  return json_schema(b, J::parse(schema.dump()), options);  // nlohmann::json has already sorted the keys
+  J ordered;
+  try {
+    ordered = J::parse(schema.dump());  // nlohmann::json has already sorted the keys
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("json schema: ") + e.what());
+  }
+  return json_schema(b, ordered, options);
 }
 
 Expr json_object(GrammarBuilder& b, const JsonGrammarOptions& options) {

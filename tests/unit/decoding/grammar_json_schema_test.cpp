@@ -251,6 +251,12 @@ TEST(GrammarJsonSchema, UnsupportedKeywordsAreNamed) {
   expect_refused(R"({"type": "object", "properties": {"deep": {"type": "array", "items": {"type": "strin"}}}})",
                  "#/properties/deep/items");
   EXPECT_NO_THROW(compile(R"({"type": "array", "uniqueItems": false, "items": {"type": "string"}})"));
+  // Keyword values of the wrong kind are user errors too, not crashes.
+  EXPECT_THROW(compile(R"({"type": "integer", "nullable": "yes"})"), dflash::Error);
+  EXPECT_THROW(compile(R"({"type": "string", "minLength": -1})"), dflash::Error);
+  EXPECT_THROW(compile(R"({"type": "object", "required": "a"})"), dflash::Error);
+  EXPECT_THROW(compile(R"({"type": 5})"), dflash::Error);
+  EXPECT_THROW(compile("[1]"), dflash::Error);
 }
 
 TEST(GrammarJsonSchema, ComposesIntoAToolCall) {

@@ -98,6 +98,23 @@ TEST(GrammarTokenMask, MatchesBruteForceOnSmallVocab) {
   }
   EXPECT_TRUE(m.can_end());
   EXPECT_EQ(popcount(trie_mask(table, *g, m)), 0);  // complete: nothing may follow
+
+  // Any JSON value, through nesting, and a pattern-constrained string.
+  const std::vector<std::pair<std::string, std::string>> more = {
+      {"{}", "{\"ab\": [true, {\"\": -12.5e3}, \"\\u00e9x\"],\n  \"tags\": null}"},
+      {R"({"type": "string", "pattern": "^(ab|tr)+[0-9]{2}$"})", "\"abtrab12\""},
+      {R"({"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2})", "[\"a\xC3\xA9\", \"\"]"}};
+  for (const auto& [schema, text] : more) {
+    auto g2 = dflash::json_schema_grammar(J::parse(schema));
+    GrammarMatcher m2(g2);
+    for (size_t i = 0; i <= text.size(); ++i) {
+      EXPECT_EQ(trie_mask(table, *g2, m2), brute_force(table, m2)) << schema << " after " << text.substr(0, i);
+      if (i < text.size()) {
+        ASSERT_TRUE(m2.accept_byte(uint8_t(text[i]))) << schema << ": " << text.substr(0, i + 1);
+      }
+    }
+    EXPECT_TRUE(m2.can_end()) << schema;
+  }
 }
 
 const dflash::Tokenizer* qwen3() {
