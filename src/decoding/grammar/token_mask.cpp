@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "decoding/grammar/grammar_matcher.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace dflash {
@@ -54,6 +55,18 @@ TokenTable::TokenTable(const std::vector<std::string>& token_bytes) {
   node_tok_begin_.push_back(uint32_t(node_tokens_.size()));
   // node_tok_begin_[i] was set when node i was made, before its own token was appended, so
   // [begin[i], begin[i + 1]) holds exactly the tokens that end at node i.
+}
+
+std::shared_ptr<const TokenTable> TokenTable::from_tokenizer(const Tokenizer& tok, int32_t vocab) {
+  if (vocab < tok.vocab_size()) {
+    throw Error("token table: the model's vocabulary (" + std::to_string(vocab) + ") is smaller than the tokenizer's (" +
+                std::to_string(tok.vocab_size()) + ")");
+  }
+  std::vector<std::string> bytes(static_cast<size_t>(vocab));
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (!tok.is_special(id)) bytes[size_t(id)] = tok.token_bytes(id);
+  }
+  return std::make_shared<const TokenTable>(bytes);
 }
 
 size_t LazyStateDfa::VecHash::operator()(const std::vector<uint32_t>& v) const {

@@ -27,12 +27,17 @@
 
 namespace dflash {
 
+class Tokenizer;
+
 class TokenTable {
  public:
   // token_bytes[id] = the bytes token `id` stands for. An empty string marks a token the
   // grammar never chooses (special/control tokens, ids the tokenizer does not know). The size
   // must be the model's logits vocabulary, so masks cover every logit.
   explicit TokenTable(const std::vector<std::string>& token_bytes);
+  // From a tokenizer, over `vocab` ids (the model's logits vocabulary; ids the tokenizer does
+  // not know and its special tokens get no bytes).
+  static std::shared_ptr<const TokenTable> from_tokenizer(const Tokenizer& tok, int32_t vocab);
 
   int32_t vocab_size() const { return int32_t(offsets_.size() - 1); }
   size_t mask_words() const { return (size_t(vocab_size()) + 63) / 64; }

