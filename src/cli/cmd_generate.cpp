@@ -74,7 +74,7 @@ void run_generate(const GenerateOpts& o) {
   }
   Generator& gen = *gen_owner;
   GenerateParams gp;
-  gp.sampling = {o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty, o.seed};
+  gp.sampling = {o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty, o.seed, 0.0f, 0.0f, {}};
   gp.max_tokens = o.max_tokens;
   gp.stop_ids = pair.stop_ids;
   gp.ignore_eos = o.ignore_eos;

@@ -58,16 +58,42 @@ int32_t argmax_allowed(const float* x, int n, const uint64_t* allowed) {
   return best >= 0 ? best : std::max(first, 0);
 }
 
-// Hugging Face's order: repetition penalty, temperature, top-k, top-p, min-p.
-void Sampler::probabilities(const float* logits, int vocab, const std::vector<int32_t>& history,
-                            std::vector<float>& p, const uint64_t* allowed) const {
-  std::vector<float> l(logits, logits + vocab);
+void Sampler::adjusted_logits(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
+                              std::vector<float>& l, const uint64_t* allowed) const {
+  l.assign(logits, logits + vocab);
   if (allowed != nullptr)
     for (int i = 0; i < vocab; ++i)
       if (!mask_allows(allowed, i)) l[size_t(i)] = -INFINITY;
-  if (p_.repetition_penalty != 1.0f)
+  for (const auto& [t, b] : p_.logit_bias)
+    if (t >= 0 && t < vocab) l[size_t(t)] += b;
+  if (p_.repetition_penalty != 1.0f) {
+    // Once per distinct token, however often it occurs (as Hugging Face's gather/scatter).
+    std::vector<char> seen(size_t(vocab), 0);
     for (int32_t t : history)
-      if (t >= 0 && t < vocab) l[size_t(t)] = l[size_t(t)] > 0 ? l[size_t(t)] / p_.repetition_penalty : l[size_t(t)] * p_.repetition_penalty;
+      if (t >= 0 && t < vocab && !seen[size_t(t)]) {
+        seen[size_t(t)] = 1;
+        l[size_t(t)] = l[size_t(t)] > 0 ? l[size_t(t)] / p_.repetition_penalty : l[size_t(t)] * p_.repetition_penalty;
+      }
+  }
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    const size_t n = size_t(std::min<uint64_t>(index, history.size()));
+    std::vector<int32_t> out(history.end() - ptrdiff_t(n), history.end());
+    std::sort(out.begin(), out.end());
+    for (size_t i = 0; i < out.size();) {
+      size_t j = i;
+      while (j < out.size() && out[j] == out[i]) ++j;
+      const int32_t t = out[i];
+      if (t >= 0 && t < vocab) l[size_t(t)] -= p_.frequency_penalty * float(j - i) + p_.presence_penalty;
+      i = j;
+    }
+  }
+}
+
+// Hugging Face's order after the adjustments: temperature, top-k, top-p, min-p.
+void Sampler::probabilities(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
+                            std::vector<float>& p, const uint64_t* allowed) const {
+  std::vector<float> l;
+  adjusted_logits(logits, vocab, history, index, l, allowed);
   p.assign(size_t(vocab), 0.0f);
   if (greedy()) {
     p[size_t(argmax(l.data(), vocab))] = 1.0f;
@@ -109,9 +135,9 @@ void Sampler::probabilities(const float* logits, int vocab, const std::vector<in
 
 int32_t Sampler::sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
                         const uint64_t* allowed) const {
-  if (greedy() && p_.repetition_penalty == 1.0f) return argmax_allowed(logits, vocab, allowed);
+  if (plain_argmax()) return argmax_allowed(logits, vocab, allowed);
   std::vector<float> p;
-  probabilities(logits, vocab, history, p, allowed);
+  probabilities(logits, vocab, history, index, p, allowed);
   if (greedy()) return argmax(p.data(), vocab);
   const double u = counter_uniform(p_.seed, index);
   double cum = 0;

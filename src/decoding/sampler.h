@@ -3,6 +3,7 @@
 // plain decoding and speculative decoding draw the same sample at the same position no
 // matter how many passes it took to get there.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace dflash {
@@ -14,6 +15,13 @@ struct SamplingParams {
   float min_p = 0.0f;
   float repetition_penalty = 1.0f;
   uint64_t seed = 0;
+  // OpenAI's: logit[t] -= frequency_penalty * c[t] + presence_penalty * (c[t] > 0), c[t] the
+  // count of t among the generated tokens (not the prompt).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // OpenAI's logit_bias: (token id, bias) added to the logits; ids outside the vocabulary
+  // are ignored here (the server refuses them).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 // Uniform in [0, 1) for (seed, index).
@@ -24,16 +32,30 @@ class Sampler {
   explicit Sampler(SamplingParams p) : p_(p) {}
   const SamplingParams& params() const { return p_; }
   bool greedy() const { return p_.temperature <= 0.0f; }
+  // Whether the logits depend on the tokens before (repetition, presence, frequency penalty).
+  bool needs_history() const {
+    return p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+  }
+  // Whether sample() is the argmax of the raw logits (greedy, nothing that changes them).
+  bool plain_argmax() const { return greedy() && !needs_history() && p_.logit_bias.empty(); }
 
-  // `history` (prompt and generated ids) feeds the repetition penalty; `index` is the
-  // position of this token among the generated ones. `allowed` (a TokenConstraint's bitset,
-  // token_constraint.h; null: every token) removes tokens before any other step, as if
-  // their logits were -inf.
+  // `history` (prompt and generated ids) feeds the penalties; `index` is the position of
+  // this token among the generated ones, so history's last `index` entries are the generated
+  // tokens (presence and frequency penalty count those only). `allowed` (a TokenConstraint's
+  // bitset, token_constraint.h; null: every token) removes tokens before any other step, as
+  // if their logits were -inf.
+  //
+  // Order: mask, logit_bias, repetition penalty (prompt and output, Hugging Face's),
+  // frequency and presence penalty (output only); then greedy takes the argmax, sampling
+  // applies temperature, top-k, top-p, min-p and draws.
   int32_t sample(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
                  const uint64_t* allowed = nullptr) const;
   // The distribution sample() draws from, after every filter (zeros outside the kept set).
-  void probabilities(const float* logits, int vocab, const std::vector<int32_t>& history, std::vector<float>& p,
-                     const uint64_t* allowed = nullptr) const;
+  void probabilities(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
+                     std::vector<float>& p, const uint64_t* allowed = nullptr) const;
+  // The logits after the mask, logit_bias and the penalties (before temperature).
+  void adjusted_logits(const float* logits, int vocab, const std::vector<int32_t>& history, uint64_t index,
+                       std::vector<float>& l, const uint64_t* allowed = nullptr) const;
 
  private:
   SamplingParams p_;

@@ -151,7 +151,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   const double t0 = now_seconds();
   stats_.draft_s += t0 - tc;
   const bool probabilistic = sp_.acceptance == Acceptance::Probabilistic && !sampler_.greedy();
-  const bool need_history = sampler_.params().repetition_penalty != 1.0f || probabilistic;
+  const bool need_history = sampler_.needs_history() || probabilistic;
   std::vector<int32_t> block(static_cast<size_t>(B));
   block[0] = last;
   // q[j]: the draft's distribution for block[j+1], dense over the vocabulary (logit
@@ -199,7 +199,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
     const float* row = dlogits.data() + size_t(j - 1) * V;
     const uint64_t* allowed = dc ? timed_mask(*dc) : nullptr;
     if (probabilistic) {
-      sampler_.probabilities(row, V, hist, q[size_t(j - 1)], allowed);
+      sampler_.probabilities(row, V, hist, uint64_t(n_generated_ + j - 1), q[size_t(j - 1)], allowed);
       block[size_t(j)] = draw(q[size_t(j - 1)], draft_uniform(j));
     } else {
       block[size_t(j)] = argmax_allowed(row, V, allowed);  // the reference drafts greedily at any temperature
@@ -254,7 +254,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
     const uint64_t index = uint64_t(n_generated_ + j);
     const uint64_t* allowed = cons ? timed_mask(*cons) : nullptr;
     if (probabilistic && j < B - 1) {
-      sampler_.probabilities(row, V, h, p, allowed);
+      sampler_.probabilities(row, V, h, index, p, allowed);
       const int32_t d = block[size_t(j + 1)];
       const double u = counter_uniform(sampler_.params().seed ^ kAcceptStream, index);
       if (u * q_of(j, d) < p[size_t(d)]) {

@@ -21,6 +21,59 @@ ojson logprobs_for(const Job& job, const Tokenizer& tok, const std::vector<Token
   return job.chat ? chat_logprobs_json(tok, entries) : completion_logprobs_json(tok, entries, offset);
 }
 
+// Choice i of a request: its sampling seed is the request's seed + i.
+GenRequest choice_request(const Job& job, int i) {
+  GenRequest g = job.gen;
+  g.sampling.seed += uint64_t(i);
+  return g;
+}
+
+// n > 1: the response's top-level "dflash" object, the first choice's with the counters
+// summed over the choices (each choice carries its own object too).
+ojson merged_dflash(const std::vector<GenResult>& rs) {
+  ojson m = rs.at(0).dflash;
+  SpecStats sum;
+  long decoded = 0;
+  double decode_s = 0;
+  bool capped = false;
+  for (const GenResult& r : rs) {
+    const SpecStats& s = r.spec;
+    sum.drafted += s.drafted;
+    sum.accepted += s.accepted;
+    sum.steps += s.steps;
+    sum.plain_steps += s.plain_steps;
+    sum.nonfinite_steps += s.nonfinite_steps;
+    sum.draft_s += s.draft_s;
+    sum.verify_s += s.verify_s;
+    if (sum.histogram.size() < s.histogram.size()) sum.histogram.resize(s.histogram.size(), 0);
+    for (size_t i = 0; i < s.histogram.size(); ++i) sum.histogram[i] += s.histogram[i];
+    if (r.dflash.is_object() && r.dflash.value("speculation", std::string()).rfind("fallback:", 0) == 0)
+      m["speculation"] = r.dflash["speculation"];
+    if (r.decode_tok_s > 0) {
+      decoded += r.completion_tokens() - 1;
+      decode_s += (r.completion_tokens() - 1) / r.decode_tok_s;
+    }
+    capped = capped || r.think_capped;
+  }
+  auto set = [&](const char* key, const ojson& v) {
+    if (m.contains(key)) m[key] = v;
+  };
+  set("drafted", sum.drafted);
+  set("accepted", sum.accepted);
+  set("accept_rate", sum.accept_rate());
+  set("accept_len", sum.accept_len());
+  set("steps", sum.steps);
+  set("plain_steps", sum.plain_steps);
+  set("histogram", sum.histogram);
+  set("draft_ms", sum.draft_s * 1e3);
+  set("verify_ms", sum.verify_s * 1e3);
+  set("nonfinite_steps", sum.nonfinite_steps);
+  set("tok_per_s", decode_s > 0 ? decoded / decode_s : 0.0);
+  set("think_capped", capped);
+  m["n"] = rs.size();
+  return m;
+}
+
 struct StreamState {
   std::unique_ptr<RequestQueue::Ticket> ticket;
 };
@@ -43,6 +96,8 @@ void HttpServer::finish_job(Job& job, const ApiRequest& api, Engine& e) {
   job.gen.think_cap = api.think_cap.value_or(opt_.think_cap);
   job.gen.ignore_eos = api.ignore_eos;
   job.gen.logprobs = api.logprobs;
+  check_logit_bias(api.sampling, e.config().vocab);
+  job.n = api.n;
   job.stream = api.stream;
   job.include_usage = api.include_usage;
   job.return_tokens = api.return_tokens;
@@ -152,20 +207,40 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
   const double queue_s = now_seconds() - tq;
   if (stopping_) throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   // A client that leaves while its (unstreamed) answer is generated ends the generation too.
-  const GenResult r = engine()->generate(job->gen, [conn](const StreamDelta&) { return !(conn && conn->client_gone()); });
+  // The choices run one after another; each one after the first reuses the prompt's cache.
+  std::vector<GenResult> rs;
+  for (int i = 0; i < job->n; ++i) {
+    rs.push_back(engine()->generate(choice_request(*job, i),
+                                    [conn](const StreamDelta&) { return !(conn && conn->client_gone()); }));
+    account(*job, rs.back(), i == 0 ? queue_s : 0);
+    if (rs.back().disconnected) break;
+  }
   ticket.reset();
-  account(*job, r, queue_s);
-  if (r.disconnected) {
+  if (rs.back().disconnected) {
     if (conn && conn->client_gone()) {
       res.status = 499;
       return;
     }
     throw ApiError(503, "the server is shutting down", "server_error", "", "shutting_down");
   }
-  long long offset = 0;
-  const ojson lp = logprobs_for(*job, engine()->tokenizer(), r.logprobs, offset);
-  send_json(res, 200, job->chat ? chat_response(job->meta, r, job->return_tokens, lp)
-                                : completion_response(job->meta, r, job->return_tokens, lp));
+  ojson body;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    long long offset = 0;
+    const ojson lp = logprobs_for(*job, engine()->tokenizer(), rs[i].logprobs, offset);
+    ojson one = job->chat ? chat_response(job->meta, rs[i], job->return_tokens, lp)
+                          : completion_response(job->meta, rs[i], job->return_tokens, lp);
+    if (job->n > 1) {
+      one["choices"][0]["index"] = i;
+      one["choices"][0]["dflash"] = rs[i].dflash;
+    }
+    if (i == 0) body = std::move(one);
+    else body["choices"].push_back(one["choices"][0]);
+  }
+  if (job->n > 1) {
+    body["usage"] = usage_json(rs);
+    body["dflash"] = merged_dflash(rs);
+  }
+  send_json(res, 200, body);
 }
 
 void HttpServer::stream_job(const std::shared_ptr<Job>& job, std::unique_ptr<RequestQueue::Ticket> ticket,
@@ -218,53 +293,67 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
     write(error_body("the server is shutting down", "server_error", "", "shutting_down"));
     return finish();
   }
-  GenResult r;
   const Tokenizer& tok = engine()->tokenizer();
-  size_t logprobs_sent = 0;
-  long long text_offset = 0;  // legacy completions' running text_offset
-  bool ok = !job.chat || write(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, ""));
-  if (ok) {
-    try {
-      r = engine()->generate(job.gen, [&](const StreamDelta& sd) {
-        if (gone()) return false;
-        const Delta& d = sd.text;
-        logprobs_sent += sd.logprobs.size();
-        const ojson lp = logprobs_for(job, tok, sd.logprobs, text_offset);
-        if (!job.chat) return write(completion_chunk(m, d.content, "", lp));
-        ojson delta = ojson::object();
-        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-        if (!d.content.empty()) delta["content"] = d.content;
-        return write(chat_chunk(m, delta, "", lp));
-      });
-    } catch (const std::exception& ex) {
-      ticket.reset();
-      write(error_body(ex.what(), "server_error", "", ""));
-      return finish();
+  // Choice after choice, each one's chunks together (choices[0].index says which), each
+  // ending with its finish_reason; one usage chunk and one [DONE] after the last.
+  std::vector<GenResult> rs;
+  for (int i = 0; i < job.n; ++i) {
+    auto indexed = [&](ojson j) {
+      j["choices"][0]["index"] = i;
+      return j;
+    };
+    GenResult r;
+    size_t logprobs_sent = 0;
+    long long text_offset = 0;  // legacy completions' running text_offset
+    bool ok = !job.chat || write(indexed(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, "")));
+    if (ok) {
+      try {
+        r = engine()->generate(choice_request(job, i), [&](const StreamDelta& sd) {
+          if (gone()) return false;
+          const Delta& d = sd.text;
+          logprobs_sent += sd.logprobs.size();
+          const ojson lp = logprobs_for(job, tok, sd.logprobs, text_offset);
+          if (!job.chat) return write(indexed(completion_chunk(m, d.content, "", lp)));
+          ojson delta = ojson::object();
+          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+          if (!d.content.empty()) delta["content"] = d.content;
+          return write(indexed(chat_chunk(m, delta, "", lp)));
+        });
+      } catch (const std::exception& ex) {
+        ticket.reset();
+        write(error_body(ex.what(), "server_error", "", ""));
+        return finish();
+      }
+    } else {
+      r.disconnected = true;
     }
-  } else {
-    r.disconnected = true;
+    // The next request may start while this one writes its last chunks.
+    if (i == job.n - 1 || r.disconnected) ticket.reset();
+    account(job, r, i == 0 ? queue_s : 0);
+    if (r.disconnected) return false;
+    // Tokens whose text never went out (a stop string's, an end-of-sequence token's) still
+    // have their logprobs: they come with the choice's last chunk.
+    const std::vector<TokenLogprobs> rest(r.logprobs.begin() + ptrdiff_t(std::min(logprobs_sent, r.logprobs.size())),
+                                          r.logprobs.end());
+    const ojson lp = logprobs_for(job, tok, rest, text_offset);
+    ojson last = indexed(job.chat ? chat_chunk(m, ojson::object(), r.finish_reason, lp)
+                                  : completion_chunk(m, "", r.finish_reason, lp));
+    last["dflash"] = ojson(r.dflash);
+    if (job.return_tokens) last["choices"][0]["tokens"] = r.ids;
+    if (!write(last)) {
+      ticket.reset();
+      return false;
+    }
+    rs.push_back(std::move(r));
   }
-  ticket.reset();  // the next request may start while this one writes its last chunks
-  account(job, r, queue_s);
-  if (r.disconnected) return false;
-  // Tokens whose text never went out (a stop string's, an end-of-sequence token's) still
-  // have their logprobs: they come with the last chunk.
-  const std::vector<TokenLogprobs> rest(r.logprobs.begin() + ptrdiff_t(std::min(logprobs_sent, r.logprobs.size())),
-                                        r.logprobs.end());
-  const ojson lp = logprobs_for(job, tok, rest, text_offset);
-  ojson last = job.chat ? chat_chunk(m, ojson::object(), r.finish_reason, lp)
-                        : completion_chunk(m, "", r.finish_reason, lp);
-  last["dflash"] = ojson(r.dflash);
-  if (job.return_tokens) last["choices"][0]["tokens"] = r.ids;
-  if (!write(last)) return false;
   if (job.include_usage) {
     ojson u = {{"id", m.id},
                {"object", job.chat ? "chat.completion.chunk" : "text_completion"},
                {"created", m.created},
                {"model", m.model},
                {"choices", ojson::array()},
-               {"usage", usage_json(r)},
-               {"dflash", ojson(r.dflash)}};
+               {"usage", usage_json(rs)},
+               {"dflash", job.n > 1 ? merged_dflash(rs) : ojson(rs[0].dflash)}};
     if (!write(u)) return false;
   }
   return finish();

@@ -159,10 +159,31 @@ ApiError unsupported(const char* param, const std::string& what) {
 // Fields this server does not implement yet are refused when they would change the answer,
 // instead of being ignored with a 200 the client would trust. Their neutral values pass.
 void refuse_unimplemented(const ojson& b) {
-  if (present(b, "logit_bias") && !(b["logit_bias"].is_object() && b["logit_bias"].empty()))
-    throw unsupported("logit_bias", "'logit_bias'");
   if (present(b, "tool_choice") && b["tool_choice"] != "auto")
     throw unsupported("tool_choice", "'tool_choice' other than \"auto\" (the model decides from the template's tools)");
+}
+
+// {"token id": bias}: ids as decimal strings, biases in [-100, 100], at most kMaxLogitBias.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const ojson& b) {
+  std::vector<std::pair<int32_t, float>> out;
+  if (!present(b, "logit_bias")) return out;
+  const ojson& m = b["logit_bias"];
+  if (!m.is_object())
+    throw bad_param("logit_bias", std::string("'logit_bias' must be an object mapping token ids to biases, not ") + kind(m));
+  if (m.size() > kMaxLogitBias)
+    throw bad_param("logit_bias", "'logit_bias' may hold at most " + std::to_string(kMaxLogitBias) + " entries");
+  for (const auto& [key, v] : m.items()) {
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const long long id = digits ? std::stoll(key) : -1;
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      throw bad_param("logit_bias", "'logit_bias' key '" + key + "' is not a token id");
+    if (!v.is_number()) throw bad_param("logit_bias", "'logit_bias' value for token " + key + " must be a number, not " + kind(v));
+    const double x = v.get<double>();
+    if (!(x >= -100 && x <= 100)) throw bad_param("logit_bias", "'logit_bias' values must be between -100 and 100");
+    out.push_back({int32_t(id), float(x)});
+  }
+  return out;
 }
 
 // Fields both endpoints share.
@@ -180,8 +201,7 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
   auto mt = get_int(b, "max_completion_tokens", 1, kMaxTokens);
   if (!mt) mt = get_int(b, "max_tokens", 1, kMaxTokens);
   if (mt) r.max_tokens = int(*mt);
-  if (auto n = get_int(b, "n", 1, 1 << 20); n && *n != 1)
-    throw ApiError(400, "only n=1 is supported", "invalid_request_error", "n", "unsupported_value");
+  r.n = int(get_int(b, "n", 1, kMaxChoices).value_or(1));
   if (present(b, "best_of") && get_int(b, "best_of", 1, 1 << 20).value_or(1) != 1)
     throw ApiError(400, "only best_of=1 is supported", "invalid_request_error", "best_of", "unsupported_value");
   if (present(b, "response_format")) {
@@ -198,8 +218,9 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
   if (auto v = get_int(b, "top_k", -1, 1 << 24)) s.top_k = *v < 0 ? 0 : int(*v);  // -1: off (vLLM)
   if (auto v = get_number(b, "min_p", 0, 1)) s.min_p = float(*v);
   if (auto v = get_number(b, "repetition_penalty", 0.01, 100)) s.repetition_penalty = float(*v);
-  get_number(b, "presence_penalty", -2, 2);   // accepted, not applied
-  get_number(b, "frequency_penalty", -2, 2);  // accepted, not applied
+  if (auto v = get_number(b, "presence_penalty", -2, 2)) s.presence_penalty = float(*v);
+  if (auto v = get_number(b, "frequency_penalty", -2, 2)) s.frequency_penalty = float(*v);
+  s.logit_bias = parse_logit_bias(b);
   if (present(b, "seed")) {
     const ojson& v = b["seed"];
     if (v.is_number_unsigned()) s.seed = v.get<uint64_t>();
@@ -218,6 +239,13 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
 }
 
 }  // namespace
+
+void check_logit_bias(const SamplingParams& s, int vocab) {
+  for (const auto& [t, b] : s.logit_bias)
+    if (t < 0 || t >= vocab)
+      throw bad_param("logit_bias", "'logit_bias' token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                                        std::to_string(vocab) + ")");
+}
 
 ojson parse_body(const std::string& body) {
   ojson j = parse_json_body(body);
@@ -274,7 +302,7 @@ ApiRequest parse_completion_request(const ojson& b, const SamplingParams& defaul
   if (!b.contains("prompt"))
     throw ApiError(400, "'prompt' is required", "invalid_request_error", "prompt", "missing_required_parameter");
   ojson p = b["prompt"];
-  // A one-element batch is the same as its element; larger batches would need n > 1.
+  // A one-element batch is the same as its element; larger batches (several prompts) are refused.
   if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = ojson(p[0]);
   if (p.is_string()) {
     r.prompt_text = p.get<std::string>();
@@ -325,6 +353,15 @@ ojson usage_json(const GenResult& r) {
           {"completion_tokens", r.completion_tokens()},
           {"total_tokens", r.prompt_tokens + r.completion_tokens()},
           {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+}
+
+ojson usage_json(const std::vector<GenResult>& choices) {
+  ojson u = usage_json(choices.at(0));
+  int completion = 0;
+  for (const GenResult& r : choices) completion += r.completion_tokens();
+  u["completion_tokens"] = completion;
+  u["total_tokens"] = choices[0].prompt_tokens + completion;
+  return u;
 }
 
 ojson chat_response(const ResponseMeta& m, const GenResult& r, bool return_tokens, const ojson& logprobs) {

@@ -17,8 +17,9 @@ struct ApiRequest {
   std::string model;                  // as the client named it; empty when absent
   bool stream = false, include_usage = false;
   std::optional<int> max_tokens;
-  SamplingParams sampling;
+  SamplingParams sampling;           // logit_bias ids are checked against the vocabulary later
   bool seed_given = false;
+  int n = 1;                          // choices: choice i samples with seed + i
   std::vector<std::string> stop;
   std::optional<int> think_cap;
   bool ignore_eos = false;            // non-standard (vLLM, llama.cpp): benchmarks
@@ -38,6 +39,12 @@ struct ApiRequest {
   bool prompt_is_ids = false;
 };
 
+constexpr int kMaxChoices = 16;       // n
+constexpr size_t kMaxLogitBias = 300;   // logit_bias entries (OpenAI's limit)
+
+// ApiError 400 naming logit_bias when an id of `s.logit_bias` is outside the vocabulary.
+void check_logit_bias(const SamplingParams& s, int vocab);
+
 // A JSON object or ApiError 400 (malformed JSON, invalid UTF-8, not an object).
 ojson parse_body(const std::string& body);
 ApiRequest parse_chat_request(const ojson& body, const SamplingParams& defaults);
@@ -50,6 +57,8 @@ ojson template_context(const ApiRequest& req, const Engine& engine);
 std::string cut_after_final_message(const std::string& rendered, const std::string& final_content);
 
 ojson usage_json(const GenResult& r);
+// n > 1: the prompt counted once (the first choice's; its cached tokens), completions summed.
+ojson usage_json(const std::vector<GenResult>& choices);
 
 struct ResponseMeta {
   std::string id, model;

@@ -22,6 +22,7 @@ struct Job {
   GenRequest gen;
   ResponseMeta meta;
   bool chat = false, stream = false, include_usage = false, return_tokens = false;
+  int n = 1;  // choices, generated one after another; choice i samples with seed + i
   double t_arrival = 0;
 };
 

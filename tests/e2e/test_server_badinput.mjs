@@ -47,7 +47,7 @@ const cases = [
   ['stop is a number', CHAT, withField({ stop: 5 }), 400],
   ['stop list of numbers', CHAT, withField({ stop: [1, 2] }), 400],
   ['stream is a string', CHAT, withField({ stream: 'yes' }), 400],
-  ['n = 2', CHAT, withField({ n: 2 }), 400],
+  ['n = 17', CHAT, withField({ n: 17 }), 400],
   ['response_format json_object', CHAT, withField({ response_format: { type: 'json_object' } }), 400],
   ['chat_template_kwargs not an object', CHAT, withField({ chat_template_kwargs: 'x' }), 400],
   ['enable_thinking not a boolean', CHAT, withField({ chat_template_kwargs: { enable_thinking: 'yes' } }), 400],

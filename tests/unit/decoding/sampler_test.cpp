@@ -14,7 +14,7 @@ const std::vector<float> kLogits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f};  // id
 
 std::vector<float> probs(SamplingParams p, const std::vector<int32_t>& hist = {}) {
   std::vector<float> out;
-  Sampler(p).probabilities(kLogits.data(), int(kLogits.size()), hist, out);
+  Sampler(p).probabilities(kLogits.data(), int(kLogits.size()), hist, 0, out);
   return out;
 }
 }  // namespace
@@ -156,7 +156,7 @@ TEST(Sampler, MaskRemovesTokensBeforeTheFilters) {
   sp.top_k = 2;
   const uint64_t bits = 0b100101;  // ids 0, 2, 5: the two best allowed are 2 (logit 2) and 0 (1)
   std::vector<float> p;
-  Sampler(sp).probabilities(kLogits.data(), 6, {}, p, &bits);
+  Sampler(sp).probabilities(kLogits.data(), 6, {}, 0, p, &bits);
   const double e = std::exp(-1.0);  // exp(1 - 2)
   EXPECT_NEAR(1.0 / (1.0 + e), p[2], 1e-6);
   EXPECT_NEAR(e / (1.0 + e), p[0], 1e-6);

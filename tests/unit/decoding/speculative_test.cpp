@@ -2,6 +2,7 @@
 // known: all right, wrong at chosen positions, or NaN. Output must always equal plain decoding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -430,4 +431,54 @@ TEST(Speculative, ProbabilisticAcceptanceKeepsEveryTokenInsideTheConstraint) {
   EXPECT_EQ(size_t(60), out.size());
   EXPECT_TRUE(all_allowed(out, 96));
   EXPECT_GT(g.stats().accepted, 0);
+}
+
+// presence/frequency penalty, repetition penalty and logit_bias change the logits from the
+// tokens before: every verify row must see the history plain decoding saw at its position.
+// The draft proposes plain decoding's penalized output, wrong at every `every`-th position.
+TEST(Speculative, PenalizedOutputEqualsPenalizedPlainGreedyAndSampled) {
+  Fixture f;
+  for (float temp : {0.0f, 0.9f}) {
+    GenerateParams gp;
+    gp.max_tokens = 60;
+    gp.sampling.temperature = temp;
+    gp.sampling.seed = 4242;
+    const auto free_out = f.plain(gp);
+    gp.sampling.frequency_penalty = 0.7f;
+    gp.sampling.presence_penalty = 0.4f;
+    gp.sampling.logit_bias = {{free_out[0], -100.0f}, {7, 1.5f}};
+    const auto plain = f.plain(gp);
+    ASSERT_EQ(size_t(60), plain.size());
+    EXPECT_NE(free_out, plain) << "temp=" << temp << ": the penalties must bite, or this test proves nothing";
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), free_out[0]), 0) << "a -100 bias bans the token";
+    for (float rp : {1.0f, 1.3f}) {
+      gp.sampling.repetition_penalty = rp;
+      const auto want = f.plain(gp);
+      const auto truth = f.truth(gp);
+      for (int every : {1000, 3}) {
+        ScriptedDrafter d(truth, 96, [every](int pos) { return pos % every == 0; });
+        for (int B : {2, 4, 8, 16}) {
+          SpeculativeGenerator g(*f.model, d, 256, SpecParams{B, false});
+          EXPECT_EQ(want, run(g, f.prompt, gp)) << "temp=" << temp << " rp=" << rp << " every=" << every << " B=" << B;
+          EXPECT_GT(g.stats().accepted, 0);
+          if (every == 1000) EXPECT_EQ(g.stats().drafted, g.stats().accepted) << "B=" << B;
+        }
+      }
+    }
+  }
+}
+
+// The draft proposes the unpenalized output: its repeats are rejected where the penalty
+// moved the target, and the output is still plain decoding's.
+TEST(Speculative, PenaltiesHoldAgainstADraftThatIgnoresThem) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 60;
+  const auto free_truth = f.truth(gp);
+  gp.sampling.frequency_penalty = 2.0f;
+  const auto plain = f.plain(gp);
+  ScriptedDrafter d(free_truth, 96, [](int) { return false; });
+  SpeculativeGenerator g(*f.model, d, 256, SpecParams{8, false});
+  EXPECT_EQ(plain, run(g, f.prompt, gp));
+  EXPECT_LT(g.stats().accepted, g.stats().drafted);
 }
