@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "chat/chat_template.h"
@@ -374,4 +375,42 @@ TEST(ToolCalls, ResponseShape) {
   const ojson d = tool_call_deltas_json({{1, "call_a_1", "f", "", true}, {1, "", "", "{\"k\":1}", false}});
   EXPECT_EQ(d[0], ojson::parse(R"({"index":1,"id":"call_a_1","type":"function","function":{"name":"f","arguments":""}})"));
   EXPECT_EQ(d[1], ojson::parse(R"({"index":1,"function":{"arguments":"{\"k\":1}"}})"));
+}
+
+// Random texts built from the pieces calls are made of (tags, whole calls, halves of tags,
+// JSON, whitespace), streamed in random pieces: always the finished parse's result.
+TEST(ToolCalls, RandomTextsStreamAsTheyParse) {
+  const std::vector<std::string> bits = {
+      "<tool_call>", "</tool_call>", "\n", " ", "  \n", "<tool", "_call>", "</tool", "<", "text", "é", "{",
+      "}", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}\n</tool_call>",
+      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}", "{\"name\": \"nope\"}",
+      "<function=get_weather>", "<parameter=city>", "\nParis\n", "</parameter>", "</function>",
+      "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>"};
+  std::mt19937 rng(1234);
+  int with_calls = 0, with_notes = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    ToolCallOptions o = opts(iter % 2 ? ToolFormat::Xml : ToolFormat::Hermes);
+    o.parallel = iter % 3 != 0;
+    std::string reasoning, content;
+    const int n = int(rng() % 12);
+    for (int i = 0; i < n; ++i) (rng() % 3 == 0 ? reasoning : content) += bits[rng() % bits.size()];
+    const ToolParse whole = parse_tool_calls(reasoning, content, o);
+    with_calls += !whole.calls.empty();
+    with_notes += !whole.note.empty();
+    std::vector<std::pair<std::string, std::string>> pieces;
+    for (size_t i = 0; i < reasoning.size();) {
+      const size_t k = 1 + rng() % 7;
+      pieces.push_back({reasoning.substr(i, k), ""});
+      i += k;
+    }
+    for (size_t i = 0; i < content.size();) {
+      const size_t k = 1 + rng() % 7;
+      pieces.push_back({"", content.substr(i, k)});
+      i += k;
+    }
+    expect_same(reassemble(o, pieces), whole, "random text " + std::to_string(iter) + ": [" + reasoning + "] [" + content + "]");
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(with_calls, 100) << "the pieces make calls often enough to test something";
+  EXPECT_GT(with_notes, 100);
 }
