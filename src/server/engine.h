@@ -14,6 +14,7 @@
 #include "decoding/generator.h"
 #include "decoding/spec_stats.h"
 #include "server/reasoning.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 #include "models/dflash/dflash_draft.h"
@@ -50,6 +51,10 @@ struct GenRequest {
   bool ignore_eos = false;
   int checkpoint_at = -1;            // GenerateParams::checkpoint_at for the prompt
   int logprobs = -1;                 // GenerateParams::logprobs: -1 none, else alternatives
+  // tool_choice "required" or a named function: the call the output must be. NOT ENFORCED
+  // YET: generate() ignores it (the answer is parsed as with "auto"); the grammar engine's
+  // constraint (decoding/token_constraint.h) that forces the call is to be built from it.
+  std::optional<ForcedToolCall> forced_tool_call;
 };
 
 struct GenResult {
@@ -99,6 +104,8 @@ class Engine {
   const std::string& weights() const { return opt_.weights; }
   int threads() const;
   const ThinkTokens& think_tokens() const { return think_; }
+  // The tool-call form the chat template writes (tool_calls.h).
+  ToolFormat tool_format() const { return tool_format_; }
   // Text forms of the tokenizer's bos/eos for the template context (none: nullopt).
   std::optional<std::string> bos_text() const;
   std::optional<std::string> eos_text() const;
@@ -120,6 +127,7 @@ class Engine {
   std::vector<int32_t> think_close_;
   int ctx_size_ = 0, block_size_ = 0;
   bool prompt_checkpoints_ = false;
+  ToolFormat tool_format_ = ToolFormat::None;
   std::atomic<bool> shut_down_{false};
 };
 
