@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include "server/logprobs_json.h"
 #include "server/server_impl.h"
@@ -19,6 +20,30 @@ std::string sse(const ojson& j) { return "data: " + dump(j) + "\n\n"; }
 ojson logprobs_for(const Job& job, const Tokenizer& tok, const std::vector<TokenLogprobs>& entries, long long& offset) {
   if (job.gen.logprobs < 0) return nullptr;
   return job.chat ? chat_logprobs_json(tok, entries) : completion_logprobs_json(tok, entries, offset);
+}
+
+// Chat with tools: the parse options (and the forced-call request, not enforced yet).
+void setup_tools(Job& job, const ApiRequest& api, const Engine& e) {
+  if (api.tools.is_null() || api.tool_choice.mode == ToolChoiceMode::None) return;
+  ToolCallOptions o;
+  o.format = e.tool_format();
+  o.tools = api.tools;
+  o.parallel = api.parallel_tool_calls;
+  o.id_base = tool_call_id_base(job.meta.id);
+  if (api.tool_choice.mode == ToolChoiceMode::Named) o.only_function = api.tool_choice.function;
+  if (api.tool_choice.mode == ToolChoiceMode::Required || api.tool_choice.mode == ToolChoiceMode::Named) {
+    job.gen.forced_tool_call = ForcedToolCall{o.format, api.tools, o.only_function, o.parallel};
+    job.tool_choice_unenforced = true;
+  }
+  job.tools = std::move(o);
+}
+
+// The "dflash" object's tool entries.
+void tool_stats(const Job& job, ojson& dflash, const std::string& note) {
+  if (!job.tools) return;
+  dflash["tool_format"] = tool_format_name(job.tools->format);
+  if (!note.empty()) dflash["tool_parse"] = note;
+  if (job.tool_choice_unenforced) dflash["tool_choice_enforced"] = false;
 }
 
 struct StreamState {
@@ -95,6 +120,7 @@ void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res
     job->gen.checkpoint_at = follow_up_part(api, e, text, job->gen.prompt);
   job->meta.id = next_id("chatcmpl");
   finish_job(*job, api, e);
+  setup_tools(*job, api, e);
   run_job(job, res);
 }
 
@@ -164,8 +190,14 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
   }
   long long offset = 0;
   const ojson lp = logprobs_for(*job, engine()->tokenizer(), r.logprobs, offset);
-  send_json(res, 200, job->chat ? chat_response(job->meta, r, job->return_tokens, lp)
-                                : completion_response(job->meta, r, job->return_tokens, lp));
+  ojson body = job->chat ? chat_response(job->meta, r, job->return_tokens, lp)
+                         : completion_response(job->meta, r, job->return_tokens, lp);
+  if (job->tools) {
+    const ToolParse p = parse_tool_calls(r.reasoning, r.content, *job->tools);
+    apply_tool_parse(body, p);
+    tool_stats(*job, body["dflash"], p.note);
+  }
+  send_json(res, 200, body);
 }
 
 void HttpServer::stream_job(const std::shared_ptr<Job>& job, std::unique_ptr<RequestQueue::Ticket> ticket,
@@ -220,6 +252,22 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
   }
   GenResult r;
   const Tokenizer& tok = engine()->tokenizer();
+  std::optional<ToolCallStream> tools;
+  if (job.tools) tools.emplace(*job.tools);
+  std::vector<TokenLogprobs> held;  // logprobs of tokens whose text the tool parser holds back
+  // One chat delta: reasoning and content, then one chunk per tool-call piece.
+  auto write_chat = [&](const std::string& reasoning, const std::string& content,
+                        const std::vector<ToolCallDelta>& calls, const ojson& lp) {
+    ojson delta = ojson::object();
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!content.empty()) delta["content"] = content;
+    if (!delta.empty() || !lp.is_null()) {
+      if (!write(chat_chunk(m, delta, "", lp))) return false;
+    }
+    for (const ToolCallDelta& c : calls)
+      if (!write(chat_chunk(m, {{"tool_calls", tool_call_deltas_json({c})}}, ""))) return false;
+    return true;
+  };
   size_t logprobs_sent = 0;
   long long text_offset = 0;  // legacy completions' running text_offset
   bool ok = !job.chat || write(chat_chunk(m, {{"role", "assistant"}, {"content", ""}}, ""));
@@ -228,13 +276,18 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
       r = engine()->generate(job.gen, [&](const StreamDelta& sd) {
         if (gone()) return false;
         const Delta& d = sd.text;
+        if (tools) {
+          held.insert(held.end(), sd.logprobs.begin(), sd.logprobs.end());
+          const ToolStreamOut o = tools->push(d.reasoning, d.content);
+          if (o.empty()) return true;
+          logprobs_sent += held.size();
+          const ojson lp = logprobs_for(job, tok, std::exchange(held, {}), text_offset);
+          return write_chat(o.reasoning, o.content, o.calls, lp);
+        }
         logprobs_sent += sd.logprobs.size();
         const ojson lp = logprobs_for(job, tok, sd.logprobs, text_offset);
         if (!job.chat) return write(completion_chunk(m, d.content, "", lp));
-        ojson delta = ojson::object();
-        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-        if (!d.content.empty()) delta["content"] = d.content;
-        return write(chat_chunk(m, delta, "", lp));
+        return write_chat(d.reasoning, d.content, {}, lp);
       });
     } catch (const std::exception& ex) {
       ticket.reset();
@@ -247,14 +300,21 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
   ticket.reset();  // the next request may start while this one writes its last chunks
   account(job, r, queue_s);
   if (r.disconnected) return false;
+  std::string finish_reason = r.finish_reason;
+  if (tools) {
+    const ToolStreamOut o = tools->flush();
+    if (!o.empty() && !write_chat(o.reasoning, o.content, o.calls, nullptr)) return false;
+    if (tools->calls() > 0) finish_reason = "tool_calls";
+  }
   // Tokens whose text never went out (a stop string's, an end-of-sequence token's) still
   // have their logprobs: they come with the last chunk.
   const std::vector<TokenLogprobs> rest(r.logprobs.begin() + ptrdiff_t(std::min(logprobs_sent, r.logprobs.size())),
                                         r.logprobs.end());
   const ojson lp = logprobs_for(job, tok, rest, text_offset);
-  ojson last = job.chat ? chat_chunk(m, ojson::object(), r.finish_reason, lp)
-                        : completion_chunk(m, "", r.finish_reason, lp);
+  ojson last = job.chat ? chat_chunk(m, ojson::object(), finish_reason, lp)
+                        : completion_chunk(m, "", finish_reason, lp);
   last["dflash"] = ojson(r.dflash);
+  if (tools) tool_stats(job, last["dflash"], tools->note());
   if (job.return_tokens) last["choices"][0]["tokens"] = r.ids;
   if (!write(last)) return false;
   if (job.include_usage) {
@@ -264,7 +324,7 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
                {"model", m.model},
                {"choices", ojson::array()},
                {"usage", usage_json(r)},
-               {"dflash", ojson(r.dflash)}};
+               {"dflash", last["dflash"]}};
     if (!write(u)) return false;
   }
   return finish();
