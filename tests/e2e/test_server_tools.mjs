@@ -136,6 +136,33 @@ await check('the Qwen3 demo template selects the hermes form', async () => {
   assertEq(r.json.dflash.tool_format, 'hermes', 'dflash.tool_format');
   assert(r.json.choices[0].message.tool_calls === undefined, 'no call written, none returned');
   assert(typeof r.json.choices[0].message.content === 'string', 'content a string');
+
+  // Prompted with eight call blocks, this model writes '<tool_call"...' (a near-tag, not a
+  // call): the stream holds "<tool_call" back until the quote shows it is text. Streamed and
+  // unstreamed then give the same content, and every token's logprobs arrive exactly once.
+  const block = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n';
+  const body = {
+    ...BASE, tools: TOOLS, max_tokens: 24, logprobs: true, continue_final_message: true,
+    messages: [BASE.messages[0], { role: 'assistant', content: block.repeat(8) }],
+  };
+  const whole = await post(s3.url + '/v1/chat/completions', body);
+  const c = whole.json.choices[0];
+  assert(c.message.content.startsWith('<tool_call'), 'the demo model no longer writes the near-tag this check needs: ' +
+    JSON.stringify(c.message.content.slice(0, 80)));
+  assert(c.message.tool_calls === undefined && c.finish_reason === 'length', JSON.stringify(c).slice(0, 300));
+  assert(whole.json.dflash.tool_parse === undefined, 'no block, no parse note: ' + whole.json.dflash.tool_parse);
+  const ev = sseEvents((await post(s3.url + '/v1/chat/completions', { ...body, stream: true })).text).filter((e) => e !== '[DONE]');
+  let text = '', lps = 0;
+  for (const e of ev) {
+    const ch = e.choices[0];
+    if (!ch) continue;
+    assert(!ch.delta.tool_calls, 'a tool_calls delta: ' + JSON.stringify(ch.delta));
+    text += ch.delta.content ?? '';
+    lps += ch.logprobs?.content?.length ?? 0;
+  }
+  assertEq(text, c.message.content, 'streamed content');
+  assertEq(lps, c.logprobs.content.length, 'logprob entries streamed');
+  assertEq(lps, whole.json.usage.completion_tokens, 'one logprob entry per token');
   await s3.stop();
 });
 
