@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <utility>
 
 #include "server/logprobs_json.h"
 #include "server/server_impl.h"
@@ -25,7 +26,16 @@ ojson logprobs_for(const Job& job, const Tokenizer& tok, const std::vector<Token
 GenRequest choice_request(const Job& job, int i) {
   GenRequest g = job.gen;
   g.sampling.seed += uint64_t(i);
+  // Each choice walks its own copy of the constraint from the start.
+  if (job.gen.constraint) g.constraint = job.gen.constraint->clone();
   return g;
+}
+
+// Choice i's tool-call parse options: call ids unique across the choices.
+ToolCallOptions choice_tools(const Job& job, int i) {
+  ToolCallOptions o = *job.tools;
+  if (i > 0) o.id_base += "_" + std::to_string(i);
+  return o;
 }
 
 // n > 1: the response's top-level "dflash" object, the first choice's with the counters
@@ -72,6 +82,30 @@ ojson merged_dflash(const std::vector<GenResult>& rs) {
   set("think_capped", capped);
   m["n"] = rs.size();
   return m;
+}
+
+// Chat with tools: the parse options (and the forced-call request, not enforced yet).
+void setup_tools(Job& job, const ApiRequest& api, const Engine& e) {
+  if (api.tools.is_null() || api.tool_choice.mode == ToolChoiceMode::None) return;
+  ToolCallOptions o;
+  o.format = e.tool_format();
+  o.tools = api.tools;
+  o.parallel = api.parallel_tool_calls;
+  o.id_base = tool_call_id_base(job.meta.id);
+  if (api.tool_choice.mode == ToolChoiceMode::Named) o.only_function = api.tool_choice.function;
+  if (api.tool_choice.mode == ToolChoiceMode::Required || api.tool_choice.mode == ToolChoiceMode::Named) {
+    job.gen.forced_tool_call = ForcedToolCall{o.format, api.tools, o.only_function, o.parallel};
+    job.tool_choice_unenforced = true;
+  }
+  job.tools = std::move(o);
+}
+
+// The "dflash" object's tool entries.
+void tool_stats(const Job& job, ojson& dflash, const std::string& note) {
+  if (!job.tools) return;
+  dflash["tool_format"] = tool_format_name(job.tools->format);
+  if (!note.empty()) dflash["tool_parse"] = note;
+  if (job.tool_choice_unenforced) dflash["tool_choice_enforced"] = false;
 }
 
 struct StreamState {
@@ -150,6 +184,7 @@ void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res
     job->gen.checkpoint_at = follow_up_part(api, e, text, job->gen.prompt);
   job->meta.id = next_id("chatcmpl");
   finish_job(*job, api, e);
+  setup_tools(*job, api, e);
   run_job(job, res);
 }
 
@@ -229,9 +264,14 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
     const ojson lp = logprobs_for(*job, engine()->tokenizer(), rs[i].logprobs, offset);
     ojson one = job->chat ? chat_response(job->meta, rs[i], job->return_tokens, lp)
                           : completion_response(job->meta, rs[i], job->return_tokens, lp);
+    if (job->tools) {
+      const ToolParse p = parse_tool_calls(rs[i].reasoning, rs[i].content, choice_tools(*job, int(i)));
+      apply_tool_parse(one, p);
+      tool_stats(*job, one["dflash"], p.note);
+    }
     if (job->n > 1) {
       one["choices"][0]["index"] = i;
-      one["choices"][0]["dflash"] = rs[i].dflash;
+      one["choices"][0]["dflash"] = one["dflash"];
     }
     if (i == 0) body = std::move(one);
     else body["choices"].push_back(one["choices"][0]);
@@ -297,10 +337,27 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
   // Choice after choice, each one's chunks together (choices[0].index says which), each
   // ending with its finish_reason; one usage chunk and one [DONE] after the last.
   std::vector<GenResult> rs;
+  ojson last_dflash;
   for (int i = 0; i < job.n; ++i) {
     auto indexed = [&](ojson j) {
       j["choices"][0]["index"] = i;
       return j;
+    };
+    std::optional<ToolCallStream> tools;
+    if (job.tools) tools.emplace(choice_tools(job, i));
+    std::vector<TokenLogprobs> held;  // logprobs of tokens whose text the tool parser holds back
+    // One chat delta: reasoning and content, then one chunk per tool-call piece.
+    auto write_chat = [&](const std::string& reasoning, const std::string& content,
+                          const std::vector<ToolCallDelta>& calls, const ojson& lp) {
+      ojson delta = ojson::object();
+      if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+      if (!content.empty()) delta["content"] = content;
+      if (!delta.empty() || !lp.is_null()) {
+        if (!write(indexed(chat_chunk(m, delta, "", lp)))) return false;
+      }
+      for (const ToolCallDelta& c : calls)
+        if (!write(indexed(chat_chunk(m, {{"tool_calls", tool_call_deltas_json({c})}}, "")))) return false;
+      return true;
     };
     GenResult r;
     size_t logprobs_sent = 0;
@@ -311,13 +368,18 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
         r = engine()->generate(choice_request(job, i), [&](const StreamDelta& sd) {
           if (gone()) return false;
           const Delta& d = sd.text;
+          if (tools) {
+            held.insert(held.end(), sd.logprobs.begin(), sd.logprobs.end());
+            const ToolStreamOut o = tools->push(d.reasoning, d.content);
+            if (o.empty()) return true;
+            logprobs_sent += held.size();
+            const ojson lp = logprobs_for(job, tok, std::exchange(held, {}), text_offset);
+            return write_chat(o.reasoning, o.content, o.calls, lp);
+          }
           logprobs_sent += sd.logprobs.size();
           const ojson lp = logprobs_for(job, tok, sd.logprobs, text_offset);
           if (!job.chat) return write(indexed(completion_chunk(m, d.content, "", lp)));
-          ojson delta = ojson::object();
-          if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-          if (!d.content.empty()) delta["content"] = d.content;
-          return write(indexed(chat_chunk(m, delta, "", lp)));
+          return write_chat(d.reasoning, d.content, {}, lp);
         });
       } catch (const std::exception& ex) {
         ticket.reset();
@@ -331,14 +393,22 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
     if (i == job.n - 1 || r.disconnected) ticket.reset();
     account(job, r, i == 0 ? queue_s : 0);
     if (r.disconnected) return false;
+    std::string finish_reason = r.finish_reason;
+    if (tools) {
+      const ToolStreamOut o = tools->flush();
+      if (!o.empty() && !write_chat(o.reasoning, o.content, o.calls, nullptr)) return false;
+      if (tools->calls() > 0) finish_reason = "tool_calls";
+    }
     // Tokens whose text never went out (a stop string's, an end-of-sequence token's) still
     // have their logprobs: they come with the choice's last chunk.
     const std::vector<TokenLogprobs> rest(r.logprobs.begin() + ptrdiff_t(std::min(logprobs_sent, r.logprobs.size())),
                                           r.logprobs.end());
     const ojson lp = logprobs_for(job, tok, rest, text_offset);
-    ojson last = indexed(job.chat ? chat_chunk(m, ojson::object(), r.finish_reason, lp)
-                                  : completion_chunk(m, "", r.finish_reason, lp));
+    ojson last = indexed(job.chat ? chat_chunk(m, ojson::object(), finish_reason, lp)
+                                  : completion_chunk(m, "", finish_reason, lp));
     last["dflash"] = ojson(r.dflash);
+    if (tools) tool_stats(job, last["dflash"], tools->note());
+    last_dflash = last["dflash"];
     if (job.return_tokens) last["choices"][0]["tokens"] = r.ids;
     if (!write(last)) {
       ticket.reset();
@@ -353,7 +423,7 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
                {"model", m.model},
                {"choices", ojson::array()},
                {"usage", usage_json(rs)},
-               {"dflash", job.n > 1 ? merged_dflash(rs) : ojson(rs[0].dflash)}};
+               {"dflash", job.n > 1 ? merged_dflash(rs) : last_dflash}};
     if (!write(u)) return false;
   }
   return finish();

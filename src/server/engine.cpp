@@ -64,6 +64,7 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
     source = kChatMLTemplate;
   }
   template_ = std::make_unique<ChatTemplate>(source);
+  tool_format_ = tool_format_from_template(source);
 }
 
 Engine::~Engine() = default;

@@ -14,6 +14,7 @@
 #include "decoding/generator.h"
 #include "decoding/spec_stats.h"
 #include "server/reasoning.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 #include "models/dflash/dflash_draft.h"
@@ -52,6 +53,9 @@ struct GenRequest {
   int logprobs = -1;                 // GenerateParams::logprobs: -1 none, else alternatives
   // Structured output or a forced tool call (GenerateParams::constraint); null: none.
   std::shared_ptr<TokenConstraint> constraint;
+  // tool_choice "required" or a named function: the call the output must be (enforced by
+  // `constraint`, built from it by structured_output.h; the answer is parsed as with "auto").
+  std::optional<ForcedToolCall> forced_tool_call;
 };
 
 struct GenResult {
@@ -101,6 +105,8 @@ class Engine {
   const std::string& weights() const { return opt_.weights; }
   int threads() const;
   const ThinkTokens& think_tokens() const { return think_; }
+  // The tool-call form the chat template writes (tool_calls.h).
+  ToolFormat tool_format() const { return tool_format_; }
   // Text forms of the tokenizer's bos/eos for the template context (none: nullopt).
   std::optional<std::string> bos_text() const;
   std::optional<std::string> eos_text() const;
@@ -122,6 +128,7 @@ class Engine {
   std::vector<int32_t> think_close_;
   int ctx_size_ = 0, block_size_ = 0;
   bool prompt_checkpoints_ = false;
+  ToolFormat tool_format_ = ToolFormat::None;
   std::atomic<bool> shut_down_{false};
 };
 

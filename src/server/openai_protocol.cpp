@@ -159,8 +159,8 @@ ApiError unsupported(const char* param, const std::string& what) {
 // Fields this server does not implement yet are refused when they would change the answer,
 // instead of being ignored with a 200 the client would trust. Their neutral values pass.
 void refuse_unimplemented(const ojson& b) {
-  if (present(b, "tool_choice") && b["tool_choice"] != "auto")
-    throw unsupported("tool_choice", "'tool_choice' other than \"auto\" (the model decides from the template's tools)");
+  if (present(b, "best_of") && get_int(b, "best_of", 1, 1 << 20).value_or(1) != 1)
+    throw unsupported("best_of", "'best_of' other than 1 (several candidates, the best one returned)");
 }
 
 // {"token id": bias}: ids as decimal strings, biases in [-100, 100], at most kMaxLogitBias.
@@ -202,8 +202,6 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
   if (!mt) mt = get_int(b, "max_tokens", 1, kMaxTokens);
   if (mt) r.max_tokens = int(*mt);
   r.n = int(get_int(b, "n", 1, kMaxChoices).value_or(1));
-  if (present(b, "best_of") && get_int(b, "best_of", 1, 1 << 20).value_or(1) != 1)
-    throw ApiError(400, "only best_of=1 is supported", "invalid_request_error", "best_of", "unsupported_value");
   if (present(b, "response_format")) {
     const ojson& f = b["response_format"];
     if (!f.is_object() || !f.contains("type") || f["type"] != "text")
@@ -261,6 +259,7 @@ ApiRequest parse_chat_request(const ojson& b, const SamplingParams& defaults) {
     if (!b["tools"].is_array()) throw bad_param("tools", "'tools' must be an array");
     if (!b["tools"].empty()) r.tools = b["tools"];
   }
+  parse_tool_choice(b, r);
   if (present(b, "chat_template_kwargs")) {
     if (!b["chat_template_kwargs"].is_object()) throw bad_param("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     r.template_kwargs = b["chat_template_kwargs"];
@@ -292,6 +291,8 @@ ApiRequest parse_completion_request(const ojson& b, const SamplingParams& defaul
   // Legacy logprobs is a count: each token's logprob plus that many alternatives (OpenAI
   // allows 0..5; this server up to 20, as chat's top_logprobs and vLLM's default limit).
   // top_logprobs is chat's field: refused here rather than ignored.
+  if (present(b, "tool_choice") && b["tool_choice"] != "none" && b["tool_choice"] != "auto")
+    throw unsupported("tool_choice", "'tool_choice' on /v1/completions (tools are a chat feature)");
   if (get_int(b, "top_logprobs", 0, kMaxTopLogprobs).value_or(0) > 0)
     throw unsupported("top_logprobs", "'top_logprobs' on /v1/completions (use 'logprobs': N)");
   if (present(b, "logprobs") && !(b["logprobs"].is_boolean() && !b["logprobs"].get<bool>())) {
@@ -321,6 +322,41 @@ ApiRequest parse_completion_request(const ojson& b, const SamplingParams& defaul
     throw bad_param("prompt", std::string("'prompt' must be a string or an array of token ids, not ") + kind(p));
   }
   return r;
+}
+
+void parse_tool_choice(const ojson& b, ApiRequest& r) {
+  if (auto p = get_bool(b, "parallel_tool_calls")) r.parallel_tool_calls = *p;
+  if (!present(b, "tool_choice")) return;
+  const ojson& c = b["tool_choice"];
+  const char* shapes = "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+  if (c.is_string()) {
+    const std::string v = c.get<std::string>();
+    if (v == "none") r.tool_choice.mode = ToolChoiceMode::None;
+    else if (v == "auto") r.tool_choice.mode = ToolChoiceMode::Auto;
+    else if (v == "required") r.tool_choice.mode = ToolChoiceMode::Required;
+    else throw bad_param("tool_choice", std::string(shapes) + ", not \"" + v + "\"");
+  } else if (c.is_object()) {
+    if (!c.contains("type") || c["type"] != "function") throw bad_param("tool_choice.type", std::string(shapes) + " (type must be \"function\")");
+    if (!c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+        !c["function"]["name"].is_string())
+      throw bad_param("tool_choice.function.name", std::string(shapes) + " (function.name must be a string)");
+    r.tool_choice.mode = ToolChoiceMode::Named;
+    r.tool_choice.function = c["function"]["name"].get<std::string>();
+  } else {
+    throw bad_param("tool_choice", std::string(shapes) + ", not " + kind(c));
+  }
+  if (r.tool_choice.mode == ToolChoiceMode::Required || r.tool_choice.mode == ToolChoiceMode::Named) {
+    if (!r.tools.is_array() || r.tools.empty())
+      throw bad_param("tool_choice", "'tool_choice' \"required\" or a named function needs a non-empty 'tools' array");
+  }
+  if (r.tool_choice.mode == ToolChoiceMode::Named) {
+    for (const ojson& t : r.tools)
+      if (t.is_object() && t.contains("function") && t["function"].is_object() && t["function"].contains("name") &&
+          t["function"]["name"] == r.tool_choice.function)
+        return;
+    throw bad_param("tool_choice.function.name",
+                    "'tool_choice' names the function '" + r.tool_choice.function + "', which is not among 'tools'");
+  }
 }
 
 ojson template_context(const ApiRequest& req, const Engine& engine) {

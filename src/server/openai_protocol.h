@@ -13,6 +13,12 @@ namespace dflash::server {
 
 using ojson = nlohmann::ordered_json;
 
+enum class ToolChoiceMode { None, Auto, Required, Named };
+struct ToolChoice {
+  ToolChoiceMode mode = ToolChoiceMode::Auto;
+  std::string function;               // Named: the function's name
+};
+
 struct ApiRequest {
   std::string model;                  // as the client named it; empty when absent
   bool stream = false, include_usage = false;
@@ -30,6 +36,11 @@ struct ApiRequest {
   // /v1/chat/completions
   ojson messages = ojson::array();    // normalized: string content
   ojson tools;                        // null when absent
+  // tool_choice and parallel_tool_calls (docs/server.md, "Tool calls"). Required and Named
+  // are parsed like Auto today: nothing forces the call yet (GenRequest::forced_tool_call is
+  // where the constrained decoding that does will read them).
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
   ojson template_kwargs = ojson::object();
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // vLLM/HF: the answer continues the last assistant turn
@@ -49,6 +60,10 @@ void check_logit_bias(const SamplingParams& s, int vocab);
 ojson parse_body(const std::string& body);
 ApiRequest parse_chat_request(const ojson& body, const SamplingParams& defaults);
 ApiRequest parse_completion_request(const ojson& body, const SamplingParams& defaults);
+
+// tool_choice and parallel_tool_calls into `r` (r.tools already parsed); ApiError 400 naming
+// the field for anything else or a function not among the tools.
+void parse_tool_choice(const ojson& body, ApiRequest& r);
 
 // The chat template's context: messages, add_generation_prompt, bos/eos, tools, kwargs.
 ojson template_context(const ApiRequest& req, const Engine& engine);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/api_error.h"
@@ -24,6 +25,9 @@ struct Job {
   bool chat = false, stream = false, include_usage = false, return_tokens = false;
   int n = 1;  // choices, generated one after another; choice i samples with seed + i
   double t_arrival = 0;
+  // Chat with tools and tool_choice other than "none": how the answer's calls are parsed.
+  std::optional<ToolCallOptions> tools;
+  bool tool_choice_unenforced = false;  // "required"/named asked, only parsed (see GenRequest)
 };
 
 class HttpServer {
