@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds the seed corpora of the fuzz harnesses from files in the repository, so that no binary
 seed is committed: OUT/<target>/seed-* for each target (safetensors, gguf, tokenizer,
-chat_template, openai_request). Seeds are small valid inputs (plus a few broken ones) that the
+chat_template, openai_request, tool_calls). Seeds are small valid inputs (plus a few broken ones) that the
 fuzzer mutates; each one's format is the harness's input format (see fuzz/fuzz_<target>.cpp).
 
   /usr/bin/python3 fuzz/make_corpus.py OUT [TARGET...]
@@ -294,8 +294,34 @@ def openai_request_seeds():
     return seeds
 
 
+# --- tool calls in model output ---------------------------------------------------------------
+
+def tool_calls_seeds():
+    """flags byte, piece-size byte, reasoning, NUL, answer (fuzz/fuzz_tool_calls.cpp)."""
+    hermes = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>'
+    hermes2 = '<tool_call>\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n</tool_call>'
+    xml = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+           "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+    xml2 = "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC\n</parameter>\n</function>\n</tool_call>"
+    cases = {
+        "hermes-one": (2, "", hermes),
+        "hermes-two": (2, "", "Checking both.\n\n" + hermes + "\n" + hermes2 + "\n"),
+        "hermes-think": (2, "I will call it.\n" + hermes, "\n"),
+        "hermes-serial": (0, "", hermes + "\n" + hermes2),
+        "hermes-named": (6, "", hermes + hermes2),
+        "hermes-broken": (2, "", '<tool_call>\n{"name": "get_weather", "arguments": {"city": }\n</tool_call> <tool_c'),
+        "xml-one": (3, "", xml),
+        "xml-two": (3, "", "Sure.\n" + xml + "\n" + xml2),
+        "xml-think": (3, "Need it.\n\n" + xml2, ""),
+        "xml-broken": (3, "", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>"),
+        "xml-unclosed": (3, "", "<tool_call>\n<function=get_time>\n<parameter=tz>\nUTC"),
+    }
+    return {k: bytes([f, 7 * i + 1]) + r.encode() + b"\0" + c.encode() for i, (k, (f, r, c)) in enumerate(cases.items())}
+
+
 BUILDERS = {"safetensors": safetensors_seeds, "gguf": gguf_seeds, "tokenizer": tokenizer_seeds,
-            "chat_template": chat_template_seeds, "openai_request": openai_request_seeds}
+            "chat_template": chat_template_seeds, "openai_request": openai_request_seeds,
+            "tool_calls": tool_calls_seeds}
 
 
 def main():

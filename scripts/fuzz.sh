@@ -10,16 +10,16 @@
 #                is kept and grows from run to run
 #   --smoke      each harness ~10 s with a fixed seed from a fresh corpus (build-fuzz/corpus-smoke),
 #                as the ctest test fuzz.smoke does
-#   TARGET       safetensors gguf tokenizer chat_template openai_request (default: all)
+#   TARGET       safetensors gguf tokenizer chat_template openai_request tool_calls (default: all)
 # Env: FUZZ_CXX (default clang++-14, else clang++), FUZZ_JOBS (build jobs, default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(safetensors gguf tokenizer chat_template openai_request)
+ALL_TARGETS=(safetensors gguf tokenizer chat_template openai_request tool_calls)
 # Longest input per target: above the largest seed (a real chat template or tokenizer.json is
 # 10-20 KB), small enough to keep executions fast.
-declare -A MAX_LEN=([safetensors]=16384 [gguf]=8192 [tokenizer]=32768 [chat_template]=32768 [openai_request]=8192)
-declare -A DICT=([safetensors]=json [tokenizer]=json [chat_template]=jinja [openai_request]=json)
+declare -A MAX_LEN=([safetensors]=16384 [gguf]=8192 [tokenizer]=32768 [chat_template]=32768 [openai_request]=8192 [tool_calls]=4096)
+declare -A DICT=([safetensors]=json [tokenizer]=json [chat_template]=jinja [openai_request]=json [tool_calls]=tool_calls)
 
 seconds=300
 smoke=0
