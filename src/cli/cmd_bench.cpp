@@ -9,6 +9,7 @@
 #include "bench/kv_cache_bench.h"
 #include "bench/llamacpp_bench.h"
 #include "bench/speed_bench.h"
+#include "bench/structured_bench.h"
 #include "bench/svg_plot.h"
 #include "cli/commands.h"
 
@@ -20,6 +21,7 @@ void add_bench_command(CLI::App& app) {
     bool vs_llamacpp = false;
     std::string plot, json_out, plot_from;
     bench::DflashBenchOptions spec;
+    bench::StructuredBenchOptions structured;
     std::vector<std::string> cache_types;
     int context = 4096, rounds = 3;
   };
@@ -39,6 +41,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--plot", o->plot, "Write an SVG picture of the cost curve / block-size sweep here");
   sub->add_option("--json-out", o->json_out, "Also write the JSON result here (and the SVG beside it unless --plot)");
   sub->add_option("--plot-from", o->plot_from, "Only redraw --plot FILE.svg from a saved --json-out file");
+  sub->add_option("--schema", o->structured.schema,
+                  "Structured output's cost: a JSON Schema file (or json_object); with --model [--draft], or "
+                  "--shape NAME --tokenizer FILE");
+  sub->add_option("--tokenizer", o->structured.tokenizer, "With --schema --shape: the tokenizer.json to mask with");
   sub->add_option("--draft", o->spec.draft, "DFlash draft: compare plain and speculative decoding instead");
   sub->add_option("--draft2", o->spec.draft2, "With --draft: a second draft (e.g. DFlash2) on the same prompts");
   sub->add_option("--block-sizes", o->spec.block_sizes, "With --draft: block sizes to compare")->delimiter(',');
@@ -90,6 +96,17 @@ void add_bench_command(CLI::App& app) {
       ko.rounds = o->rounds;
       ko.json = s.json;
       return bench::run_kv_cache_bench(ko);
+    }
+    if (!o->structured.schema.empty()) {
+      bench::StructuredBenchOptions so = o->structured;
+      so.model = s.model;
+      so.draft = o->spec.draft;
+      if (!s.shapes.empty()) so.shape = s.shapes[0];
+      if (weights_opt->count() && !s.weights.empty()) so.weights = s.weights[0];
+      if (gen_opt->count()) so.gen_tokens = s.gen_tokens;
+      so.threads = s.threads;
+      so.json = s.json;
+      return save(bench::run_structured_bench(so));
     }
     if (!o->spec.draft.empty()) {
       o->spec.model = s.model;

@@ -3,7 +3,8 @@
 // start after "</think>" (vLLM ignored the grammar when reasoning ended inside the draft
 // window; here the gate moves token by token, so a verify row is masked as plain decoding
 // masks it). Before the first token the model may open a think block or start the answer;
-// inside the block every token is allowed; after its close the inner constraint rules.
+// inside the block every token but the end-of-sequence ones is allowed (an answer that ended
+// in its reasoning would have no value to give); after its close the inner constraint rules.
 #include <optional>
 
 #include "decoding/token_constraint.h"
@@ -16,7 +17,7 @@ class ReasoningGate : public TokenConstraint {
   // `open`/`close`: the think markers' ids (none: the answer starts at once);
   // `starts_in_think`: the prompt already opened the block (templates that pre-open it).
   ReasoningGate(std::unique_ptr<TokenConstraint> inner, int vocab, std::optional<int32_t> open,
-                std::optional<int32_t> close, bool starts_in_think);
+                std::optional<int32_t> close, bool starts_in_think, const std::vector<int32_t>& stop_ids = {});
   ReasoningGate(const ReasoningGate& other);
 
   const uint64_t* allowed() override;
@@ -30,7 +31,7 @@ class ReasoningGate : public TokenConstraint {
   int vocab_;
   std::optional<int32_t> open_, close_;
   Phase phase_;
-  std::vector<uint64_t> all_, start_;  // every token; the inner mask plus the open marker
+  std::vector<uint64_t> thinking_, start_;  // all but the stop ids; the inner mask plus the open marker
 };
 
 }  // namespace dflash

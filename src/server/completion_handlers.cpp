@@ -93,11 +93,25 @@ void setup_tools(Job& job, const ApiRequest& api, const Engine& e) {
   o.parallel = api.parallel_tool_calls;
   o.id_base = tool_call_id_base(job.meta.id);
   if (api.tool_choice.mode == ToolChoiceMode::Named) o.only_function = api.tool_choice.function;
-  if (api.tool_choice.mode == ToolChoiceMode::Required || api.tool_choice.mode == ToolChoiceMode::Named) {
+  if (api.tool_choice.mode == ToolChoiceMode::Required || api.tool_choice.mode == ToolChoiceMode::Named)
     job.gen.forced_tool_call = ForcedToolCall{o.format, api.tools, o.only_function, o.parallel};
-    job.tool_choice_unenforced = true;
-  }
   job.tools = std::move(o);
+}
+
+// response_format or a forced tool call: the constraint the answer is decoded under (after
+// any reasoning). Both at once would ask for two different answers: refused.
+void setup_constraint(Job& job, const ApiRequest& api, Engine& e) {
+  const bool json = !api.response_format.is_null();
+  if (json && job.gen.forced_tool_call)
+    throw ApiError(400,
+                   "response_format and tool_choice \"required\" (or a named function) both fix the answer's form; "
+                   "send one of them",
+                   "invalid_request_error", "response_format", "invalid_value");
+  if (!json && !job.gen.forced_tool_call) return;
+  const ReasoningStart r =
+      job.chat ? reasoning_start(job.gen.prompt, e.tokenizer(), e.think_tokens()) : ReasoningStart::None;
+  if (job.gen.forced_tool_call) job.gen.constraint = e.structured().for_tool_call(*job.gen.forced_tool_call, r);
+  else job.gen.constraint = e.structured().for_response_format(api.response_format, r);
 }
 
 // The "dflash" object's tool entries.
@@ -105,7 +119,6 @@ void tool_stats(const Job& job, ojson& dflash, const std::string& note) {
   if (!job.tools) return;
   dflash["tool_format"] = tool_format_name(job.tools->format);
   if (!note.empty()) dflash["tool_parse"] = note;
-  if (job.tool_choice_unenforced) dflash["tool_choice_enforced"] = false;
 }
 
 struct StreamState {
@@ -185,6 +198,7 @@ void HttpServer::handle_chat(const httplib::Request& req, httplib::Response& res
   job->meta.id = next_id("chatcmpl");
   finish_job(*job, api, e);
   setup_tools(*job, api, e);
+  setup_constraint(*job, api, e);
   run_job(job, res);
 }
 
@@ -211,6 +225,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   }
   job->meta.id = next_id("cmpl");
   finish_job(*job, api, e);
+  setup_constraint(*job, api, e);
   run_job(job, res);
 }
 

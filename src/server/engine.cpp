@@ -82,6 +82,12 @@ std::optional<std::string> Engine::eos_text() const {
   return tok_->token_bytes(tok_->special().eos.front());
 }
 
+StructuredOutput& Engine::structured() {
+  std::lock_guard<std::mutex> lock(structured_mu_);
+  if (!structured_) structured_ = std::make_unique<StructuredOutput>(*tok_, model_->config().vocab, stop_ids_, think_);
+  return *structured_;
+}
+
 void Engine::shut_down() {
   shut_down_.store(true);
   gen_->cancel();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "decoding/generator.h"
 #include "decoding/spec_stats.h"
 #include "server/reasoning.h"
+#include "server/structured_output.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
@@ -111,6 +113,10 @@ class Engine {
   std::optional<std::string> bos_text() const;
   std::optional<std::string> eos_text() const;
 
+  // Builds response_format's and forced tool calls' constraints (made at first use: its token
+  // table costs ~0.1-0.2 s on a 150k vocabulary). Callers hold the server's handler thread.
+  StructuredOutput& structured();
+
   GenResult generate(const GenRequest& req, const DeltaSink& sink);
   // Thread-safe, for shutdown: the running generation ends within a step, later ones at once.
   void shut_down();
@@ -129,6 +135,8 @@ class Engine {
   int ctx_size_ = 0, block_size_ = 0;
   bool prompt_checkpoints_ = false;
   ToolFormat tool_format_ = ToolFormat::None;
+  std::mutex structured_mu_;
+  std::unique_ptr<StructuredOutput> structured_;
   std::atomic<bool> shut_down_{false};
 };
 

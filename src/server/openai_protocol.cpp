@@ -186,6 +186,29 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const ojson& b) {
   return out;
 }
 
+// {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}:
+// the shape is checked here, the schema itself where it is compiled (structured_output.h).
+ojson parse_response_format(const ojson& f) {
+  auto bad = [](const std::string& why) { return bad_param("response_format", why); };
+  if (!f.is_object()) throw bad(std::string("'response_format' must be an object, not ") + kind(f));
+  if (!f.contains("type") || !f["type"].is_string())
+    throw bad("'response_format' needs a string 'type': \"text\", \"json_object\" or \"json_schema\"");
+  const std::string type = f["type"].get<std::string>();
+  if (type == "text") return nullptr;
+  if (type == "json_object") return f;
+  if (type != "json_schema")
+    throw bad("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not \"" + type + "\"");
+  if (!f.contains("json_schema") || !f["json_schema"].is_object())
+    throw bad("'response_format' of type \"json_schema\" needs a 'json_schema' object ({\"name\", \"schema\"})");
+  const ojson& js = f["json_schema"];
+  if (js.contains("name") && !js["name"].is_string()) throw bad("'response_format.json_schema.name' must be a string");
+  if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null())
+    throw bad("'response_format.json_schema.strict' must be a boolean");
+  if (js.contains("schema") && !js["schema"].is_object() && !js["schema"].is_boolean())
+    throw bad("'response_format.json_schema.schema' must be a JSON Schema object");
+  return f;
+}
+
 // Fields both endpoints share.
 void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r) {
   if (present(b, "model")) {
@@ -202,12 +225,7 @@ void parse_common(const ojson& b, const SamplingParams& defaults, ApiRequest& r)
   if (!mt) mt = get_int(b, "max_tokens", 1, kMaxTokens);
   if (mt) r.max_tokens = int(*mt);
   r.n = int(get_int(b, "n", 1, kMaxChoices).value_or(1));
-  if (present(b, "response_format")) {
-    const ojson& f = b["response_format"];
-    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
-      throw ApiError(400, "response_format (JSON mode, JSON schema) is not supported yet; only {\"type\": \"text\"}",
-                     "invalid_request_error", "response_format", "unsupported_parameter");
-  }
+  if (present(b, "response_format")) r.response_format = parse_response_format(b["response_format"]);
   refuse_unimplemented(b);
   SamplingParams& s = r.sampling;
   s = defaults;

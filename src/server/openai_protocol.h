@@ -33,6 +33,9 @@ struct ApiRequest {
   // -1: no logprobs; else alternatives per token (chat: logprobs true + top_logprobs;
   // completions: logprobs N).
   int logprobs = -1;
+  // response_format when it asks for JSON (json_object / json_schema, shape checked); null
+  // for none or "text".
+  ojson response_format;
   // /v1/chat/completions
   ojson messages = ojson::array();    // normalized: string content
   ojson tools;                        // null when absent

@@ -27,7 +27,6 @@ struct Job {
   double t_arrival = 0;
   // Chat with tools and tool_choice other than "none": how the answer's calls are parsed.
   std::optional<ToolCallOptions> tools;
-  bool tool_choice_unenforced = false;  // "required"/named asked, only parsed (see GenRequest)
 };
 
 class HttpServer {

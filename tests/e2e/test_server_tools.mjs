@@ -5,7 +5,9 @@
 // with tools. The demo models are too small to call a tool by themselves, so what is checked
 // here is that tools change nothing when no call is written (content a string, no tool_calls,
 // finish_reason stop/length, streamed == unstreamed), the format each template selects, and the
-// honest "not enforced" flag of tool_choice "required". The parsing of real calls (both forms,
+// call that tool_choice "required" / a named function forces (constrained decoding; the
+// round trips on both templates, with and without the draft, are in
+// test_server_structured.mjs). The parsing of real calls (both forms,
 // streamed at every byte boundary, broken blocks, calls inside <think>) is unit-tested in
 // tests/unit/server/tool_calls_test.cpp.
 import OpenAI from 'openai';
@@ -74,7 +76,6 @@ await check('auto with tools, unstreamed: content a string, no tool_calls, finis
   assert(c.finish_reason === 'stop' || c.finish_reason === 'length', 'finish_reason ' + c.finish_reason);
   assertEq(r.dflash.tool_format, 'xml', 'the Qwen3.5 template writes XML calls');
   assert(r.dflash.tool_parse === undefined, 'a parse note without a <tool_call> block: ' + r.dflash.tool_parse);
-  assert(r.dflash.tool_choice_enforced === undefined, 'auto is not a forced choice');
   plain = c.message.content;
 });
 
@@ -103,17 +104,34 @@ await check('auto with tools, streamed with the client: the same text, no tool_c
   assertEq(dflash.tool_format, 'xml', 'dflash.tool_format');
 });
 
-await check('required and named: answered (parsed as auto) and flagged tool_choice_enforced false', async () => {
+await check('required and named: the answer is a call (XML form, constrained decoding), streamed the same', async () => {
   for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
-    const r = await client.chat.completions.create({ ...BASE, tools: TOOLS, tool_choice, parallel_tool_calls: false });
-    assertEq(r.dflash.tool_choice_enforced, false, 'tool_choice_enforced for ' + JSON.stringify(tool_choice));
-    assertEq(r.choices[0].message.content, plain, 'the same answer as auto');
+    const body = { ...BASE, max_tokens: 120, tools: TOOLS, tool_choice, parallel_tool_calls: false };
+    const r = await client.chat.completions.create(body);
+    const c = r.choices[0];
+    assertEq(c.finish_reason, 'tool_calls', 'finish_reason for ' + JSON.stringify(tool_choice));
+    assertEq(c.message.tool_calls.length, 1, 'one call');
+    const call = c.message.tool_calls[0];
+    assertEq(call.function.name, 'get_weather', 'the function');
+    const args = JSON.parse(call.function.arguments);
+    assert(typeof args.city === 'string', 'arguments ' + call.function.arguments);
+    assert(r.dflash.tool_parse === undefined, 'parse note ' + r.dflash.tool_parse);
+    const raw = await post(server.url + '/v1/chat/completions', { ...body, stream: true });
+    const ev = sseEvents(raw.text);
+    assertEq(ev[ev.length - 1], '[DONE]', 'the stream ends with [DONE]');
+    let name = '', argText = '', id = '', finish = '';
+    for (const e of ev.filter((x) => x !== '[DONE]')) {
+      const ch = e.choices[0];
+      if (!ch) continue;
+      for (const d of ch.delta.tool_calls ?? []) {
+        if (d.id) id = d.id;
+        if (d.function?.name) name += d.function.name;
+        argText += d.function?.arguments ?? '';
+      }
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+    assertEq([id, name, argText, finish], [call.id, 'get_weather', call.function.arguments, 'tool_calls'], 'streamed call');
   }
-  const raw = await post(server.url + '/v1/chat/completions', { ...BASE, tools: TOOLS, tool_choice: 'required', stream: true });
-  const ev = sseEvents(raw.text);
-  const last = ev.filter((e) => e !== '[DONE]' && e.dflash).pop();
-  assertEq(last.dflash.tool_choice_enforced, false, 'streamed tool_choice_enforced');
-  assertEq(ev[ev.length - 1], '[DONE]', 'the stream ends with [DONE]');
 });
 
 await check('assistant tool_calls history and tool results render and answer', async () => {
