@@ -34,7 +34,8 @@ struct ToolCallOptions {
 };
 
 // What a constrained decoder must force for tool_choice "required" (function empty: any of
-// `tools`) or a named function. Carried in GenRequest::forced_tool_call; nothing reads it yet.
+// `tools`) or a named function. Carried in GenRequest::forced_tool_call; structured_output.h
+// turns it into the grammar the answer is decoded under.
 struct ForcedToolCall {
   ToolFormat format = ToolFormat::None;
   nlohmann::ordered_json tools;   // the request's tools array
