@@ -35,8 +35,7 @@ size_t code_points(const std::string& s) {
 
 // Greedy over random logits under the constraint until a stop id; the generated text. The
 // end of turn, and tokens that start with what closes a string or a tag, are favoured (by 8
-// and by 3),
-// so that walks end where the grammar lets them rather than writing strings forever.
+// and by 3), so that walks end where the grammar lets them rather than writing strings forever.
 std::string walk(TokenConstraint& c, const Tokenizer& tok, int vocab, const std::vector<int32_t>& stops, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> n(0, 1);
