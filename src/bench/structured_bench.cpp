@@ -1,8 +1,8 @@
 #include "bench/structured_bench.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <functional>
+#include <thread>
 
 #include "bench/model_speed.h"
 #include "decoding/grammar/grammar_constraint.h"
@@ -11,6 +11,7 @@
 #include "models/model_files.h"
 #include "models/model_pair.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 #include "util/timer.h"
 
 namespace dflash::bench {
@@ -18,14 +19,6 @@ namespace dflash::bench {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw file_error(path, "cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 struct Totals {
   int tokens = 0, requests = 0;
@@ -64,7 +57,7 @@ nlohmann::json run_structured_bench(const StructuredBenchOptions& o) {
   std::unique_ptr<Tokenizer> own_tok;
   if (!o.shape.empty()) {
     if (o.tokenizer.empty()) throw Error("--shape needs --tokenizer (a tokenizer.json whose vocabulary fits the shape)");
-    own_tok = std::make_unique<Tokenizer>(Tokenizer::from_json(read_file(o.tokenizer), "", o.tokenizer));
+    own_tok = std::make_unique<Tokenizer>(Tokenizer::from_json(read_text_file(o.tokenizer), "", o.tokenizer));
     pair.backend = make_cpu_backend(o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency()));
     pair.target = random_model(shape_config(o.shape), parse_wtype(o.weights), 1, pair.backend);
     if (own_tok->vocab_size() > pair.target->config().vocab)
@@ -87,7 +80,11 @@ nlohmann::json run_structured_bench(const StructuredBenchOptions& o) {
 
   GrammarBuilder b;
   const bool object = o.schema == "json_object";
-  const ojson schema = object ? ojson() : ojson::parse(read_file(o.schema));
+  ojson schema;
+  if (!object) {
+    schema = ojson::parse(read_text_file(o.schema), nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) throw file_error(o.schema, "is not JSON (--schema wants a JSON Schema file)");
+  }
   const auto grammar = b.build(object ? json_object(b) : json_schema(b, schema));
   const double tt = now_seconds();
   const auto table = TokenTable::from_tokenizer(tok, vocab);
