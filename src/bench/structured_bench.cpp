@@ -97,7 +97,9 @@ nlohmann::json run_structured_bench(const StructuredBenchOptions& o) {
   base.stop_ids = stops;
   Generator plain(target, 4096);
   std::unique_ptr<SpeculativeGenerator> spec;
-  if (pair.draft) spec = std::make_unique<SpeculativeGenerator>(target, *pair.draft, 4096, SpecParams{pair.draft->config().block_size, false});
+  // Adaptive, as the server runs it: under a schema the draft (trained on free text) is
+  // accepted less, and the controller decides how much to draft.
+  if (pair.draft) spec = std::make_unique<SpeculativeGenerator>(target, *pair.draft, 4096, SpecParams{pair.draft->config().block_size, true});
 
   nlohmann::json out{{"vocab", vocab}, {"table_build_ms", table_s * 1e3}, {"schema", o.schema}, {"modes", nlohmann::json::object()}};
   std::printf("structured output: %s, vocabulary %d, token table built in %.0f ms\n", o.schema.c_str(), vocab, table_s * 1e3);

@@ -27,7 +27,7 @@ void add_bench_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("bench", "Prefill/decode speed and bandwidth-roof fraction");
-  sub->add_option("--shape", o->speed.shapes, "qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny, qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny (random weights)")
+  auto* shape_opt = sub->add_option("--shape", o->speed.shapes, "qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny, qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny (random weights)")
       ->delimiter(',');
   sub->add_option("--model", o->speed.model, "Benchmark this model folder instead of random shapes");
   auto* weights_opt = sub->add_option("--weights", o->speed.weights, "Weight formats to compare")->delimiter(',');
@@ -69,7 +69,7 @@ void add_bench_command(CLI::App& app) {
                                      "With --cache-type or --draft: rounds, best kept (default 3); with --vs-llamacpp: "
                                      "rounds of both engines in turn, the best of each kept (default 1)")
                          ->check(CLI::Range(1, 100));
-  sub->callback([o, weights_opt, gen_opt, rounds_opt] {
+  sub->callback([o, shape_opt, weights_opt, gen_opt, rounds_opt] {
     const bench::SpeedBenchOptions& s = o->speed;
     auto save = [o](const nlohmann::json& doc) { bench::save_bench_outputs(doc, o->json_out, o->plot); };
     if (!o->plot_from.empty()) return bench::replot_bench(o->plot_from, o->plot);
@@ -101,7 +101,7 @@ void add_bench_command(CLI::App& app) {
       bench::StructuredBenchOptions so = o->structured;
       so.model = s.model;
       so.draft = o->spec.draft;
-      if (!s.shapes.empty()) so.shape = s.shapes[0];
+      if (shape_opt->count() && !s.shapes.empty()) so.shape = s.shapes[0];
       if (weights_opt->count() && !s.weights.empty()) so.weights = s.weights[0];
       if (gen_opt->count()) so.gen_tokens = s.gen_tokens;
       so.threads = s.threads;
