@@ -34,7 +34,7 @@ Totals run(Generator& g, const std::vector<int32_t>& prompt, const GenerateParam
   Totals t;
   while (t.tokens < gen_tokens && t.requests < 64) {
     GenerateParams gp = base;
-    gp.max_tokens = gen_tokens - t.tokens;
+    gp.max_tokens = gen_tokens - t.tokens + 1;  // the first token comes with the prefill
     gp.constraint = make ? make() : nullptr;
     g.start(prompt, gp);
     std::vector<int32_t> out;

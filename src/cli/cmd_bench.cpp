@@ -106,7 +106,8 @@ void add_bench_command(CLI::App& app) {
       if (gen_opt->count()) so.gen_tokens = s.gen_tokens;
       so.threads = s.threads;
       so.json = s.json;
-      return save(bench::run_structured_bench(so));
+      bench::run_structured_bench(so);  // --json prints its result; no plot of its own
+      return;
     }
     if (!o->spec.draft.empty()) {
       o->spec.model = s.model;
