@@ -169,7 +169,7 @@ bool parse_hermes(const std::string& inside, const ToolCallOptions& opt, ToolCal
   if (!allowed(name, opt, why)) return false;
   const char* key = j.contains("arguments") ? "arguments" : j.contains("parameters") ? "parameters" : nullptr;
   ojson args = key ? j[key] : ojson::object();
-  const bool as_written = args.is_object();
+  const bool as_written = key && args.is_object();
   // Some models write the arguments as a JSON string, as the OpenAI API carries them.
   if (args.is_string()) args = ojson::parse(args.get<std::string>(), nullptr, false);
   if (!args.is_object()) {
