@@ -391,6 +391,7 @@ TEST(ToolCalls, RandomTextsStreamAsTheyParse) {
   for (int iter = 0; iter < 1500; ++iter) {
     ToolCallOptions o = opts(iter % 2 ? ToolFormat::Xml : ToolFormat::Hermes);
     o.parallel = iter % 3 != 0;
+    o.incremental = iter % 4 >= 2;
     std::string reasoning, content;
     const int n = int(rng() % 12);
     for (int i = 0; i < n; ++i) (rng() % 3 == 0 ? reasoning : content) += bits[rng() % bits.size()];
