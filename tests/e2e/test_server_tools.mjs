@@ -104,7 +104,7 @@ await check('auto with tools, streamed with the client: the same text, no tool_c
   assertEq(dflash.tool_format, 'xml', 'dflash.tool_format');
 });
 
-await check('required and named: the answer is a call (XML form, constrained decoding), streamed the same', async () => {
+await check('required and named: the answer is a call (XML form, constrained decoding), streamed the same, arguments incrementally', async () => {
   for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
     const body = { ...BASE, max_tokens: 120, tools: TOOLS, tool_choice, parallel_tool_calls: false };
     const r = await client.chat.completions.create(body);
@@ -119,7 +119,7 @@ await check('required and named: the answer is a call (XML form, constrained dec
     const raw = await post(server.url + '/v1/chat/completions', { ...body, stream: true });
     const ev = sseEvents(raw.text);
     assertEq(ev[ev.length - 1], '[DONE]', 'the stream ends with [DONE]');
-    let name = '', argText = '', id = '', finish = '';
+    let name = '', argText = '', id = '', finish = '', fragments = 0;
     for (const e of ev.filter((x) => x !== '[DONE]')) {
       const ch = e.choices[0];
       if (!ch) continue;
@@ -127,10 +127,13 @@ await check('required and named: the answer is a call (XML form, constrained dec
         if (d.id) id = d.id;
         if (d.function?.name) name += d.function.name;
         argText += d.function?.arguments ?? '';
+        if (!d.id && d.function?.arguments) fragments++;
       }
       if (ch.finish_reason) finish = ch.finish_reason;
     }
     assertEq([id, name, argText, finish], [call.id, 'get_weather', call.function.arguments, 'tool_calls'], 'streamed call');
+    // Forced: the arguments stream as the model writes them (one token at a time here, no draft).
+    assert(fragments > 1, `arguments in ${fragments} fragment(s): ${call.function.arguments}`);
   }
 });
 
