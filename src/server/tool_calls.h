@@ -8,7 +8,9 @@
 //
 // A block is taken as a call only when it is whole and valid; anything else (bad JSON, an
 // unclosed block, a function the request did not offer) stays text, and the reason is kept
-// in `note` for the response's "dflash" object.
+// in `note` for the response's "dflash" object. In incremental mode (a forced tool_choice,
+// the answer decoded under the call grammar) an answer's block is a call from the moment it
+// names an allowed function, so that its arguments can stream as written (ToolCallOptions).
 #include <string>
 #include <vector>
 
