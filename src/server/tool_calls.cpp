@@ -31,7 +31,7 @@ size_t trailing_ws(const std::string& s) {
 // at the end of s (then utf8_incomplete_tail counts it).
 size_t utf8_sequence(const std::string& s, size_t i) {
   const unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+  const size_t n = c >= 0xF5 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
   if (n == 0 || i + n > s.size()) return 0;
   for (size_t k = 1; k < n; ++k) {
     const unsigned char d = static_cast<unsigned char>(s[i + k]);
