@@ -1,11 +1,12 @@
 // Fuzzes the tool-call parser of the server (src/server/tool_calls.h) on model output, which is
 // any text: the finished parse (parse_tool_calls) and the streaming parser (ToolCallStream) fed
 // in pieces must agree exactly (reasoning, content, calls with their ids and arguments strings,
-// the parse note); a difference aborts, as does any crash or sanitizer report. Every call's
-// arguments must be a JSON object.
+// the parse note, whether a call was cut); a difference aborts, as does any crash or sanitizer
+// report. Every call's arguments must be a JSON object (but in incremental mode, where a call
+// cut or broken after it committed keeps the arguments it had streamed).
 //
 // Input: one flags byte (bit 0: XML form, else hermes; bit 1: parallel_tool_calls; bit 2: a
-// named tool_choice, get_time), one byte seeding the piece sizes (1 to 8 bytes), then the
+// named tool_choice, get_time; bit 3: incremental, as under a forced tool_choice), one byte seeding the piece sizes (1 to 8 bytes), then the
 // reasoning text, a NUL, and the answer text.
 #include <cstdint>
 #include <cstdlib>
@@ -41,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.format = (data[0] & 1) ? srv::ToolFormat::Xml : srv::ToolFormat::Hermes;
   o.parallel = (data[0] & 2) != 0;
   if (data[0] & 4) o.only_function = "get_time";
+  o.incremental = (data[0] & 8) != 0;
   o.tools = tools();
   o.id_base = "call_fuzz";
   uint32_t rng = data[1] * 2654435761u + 1;
@@ -79,11 +81,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   got.note = s.note();
 
   check(got.reasoning == whole.reasoning && got.content == whole.content && got.note == whole.note);
+  check(s.cut() == whole.cut && (!whole.cut || o.incremental));
   check(got.calls.size() == whole.calls.size() && s.calls() == int(whole.calls.size()));
   for (size_t i = 0; i < whole.calls.size(); ++i) {
     check(got.calls[i] == whole.calls[i]);
     check(whole.calls[i].id == "call_fuzz_" + std::to_string(i));
-    check(ojson::parse(whole.calls[i].arguments, nullptr, false).is_object());
+    // Incremental mode: a call cut or broken after it committed keeps the arguments it had so far.
+    if (!o.incremental) check(ojson::parse(whole.calls[i].arguments, nullptr, false).is_object());
   }
   if (!o.parallel) check(whole.calls.size() <= 1);
   return 0;

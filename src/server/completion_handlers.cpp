@@ -93,8 +93,10 @@ void setup_tools(Job& job, const ApiRequest& api, const Engine& e) {
   o.parallel = api.parallel_tool_calls;
   o.id_base = tool_call_id_base(job.meta.id);
   if (api.tool_choice.mode == ToolChoiceMode::Named) o.only_function = api.tool_choice.function;
-  if (api.tool_choice.mode == ToolChoiceMode::Required || api.tool_choice.mode == ToolChoiceMode::Named)
+  if (api.tool_choice.mode == ToolChoiceMode::Required || api.tool_choice.mode == ToolChoiceMode::Named) {
     job.gen.forced_tool_call = ForcedToolCall{o.format, api.tools, o.only_function, o.parallel};
+    o.incremental = true;  // the grammar makes the calls whole: their arguments stream as written
+  }
   job.tools = std::move(o);
 }
 
@@ -412,7 +414,7 @@ bool HttpServer::provide_stream(const Job& job, std::unique_ptr<RequestQueue::Ti
     if (tools) {
       const ToolStreamOut o = tools->flush();
       if (!o.empty() && !write_chat(o.reasoning, o.content, o.calls, nullptr)) return false;
-      if (tools->calls() > 0) finish_reason = "tool_calls";
+      if (tools->calls() > 0 && !tools->cut()) finish_reason = "tool_calls";  // a cut call keeps "length"
     }
     // Tokens whose text never went out (a stop string's, an end-of-sequence token's) still
     // have their logprobs: they come with the choice's last chunk.

@@ -8,7 +8,9 @@
 //
 // A block is taken as a call only when it is whole and valid; anything else (bad JSON, an
 // unclosed block, a function the request did not offer) stays text, and the reason is kept
-// in `note` for the response's "dflash" object.
+// in `note` for the response's "dflash" object. In incremental mode (a forced tool_choice,
+// the answer decoded under the call grammar) an answer's block is a call from the moment it
+// names an allowed function, so that its arguments can stream as written (ToolCallOptions).
 #include <string>
 #include <vector>
 
@@ -31,6 +33,11 @@ struct ToolCallOptions {
   std::string only_function;      // non-empty: calls to any other function stay text
   bool parallel = true;           // false: blocks after the first call stay text
   std::string id_base;            // call ids are id_base + "_" + index (tool_call_id_base)
+  // tool_choice required / named (the answer decoded under the call grammar): a block in the
+  // answer is a call as soon as its function name is known and allowed, and its arguments
+  // stream as they arrive; a block cut before </tool_call> is still a call, with the arguments
+  // written so far (ToolParse::cut). Blocks in reasoning are judged whole as without it.
+  bool incremental = false;
 };
 
 // What a constrained decoder must force for tool_choice "required" (function empty: any of
@@ -51,7 +58,10 @@ std::string tool_call_id_base(const std::string& response_id);
 struct ToolCall {
   int index = 0;
   std::string id, name;
-  std::string arguments;  // a JSON object as a string (hermes: compact dump; XML: built by schema)
+  // A JSON object as a string: hermes: the model's text of the arguments object with the
+  // whitespace outside strings taken out; XML: {"P":VALUE,...} parameter by parameter, a value
+  // a JSON string (escaped as written) or, where the schema asks, the JSON it converts to.
+  std::string arguments;
   bool operator==(const ToolCall& o) const {
     return index == o.index && id == o.id && name == o.name && arguments == o.arguments;
   }
@@ -63,6 +73,7 @@ struct ToolParse {
   std::string reasoning, content;
   std::vector<ToolCall> calls;
   std::string note;  // empty when nothing was left unparsed
+  bool cut = false;  // incremental: the last call was cut (max_tokens); its arguments are partial
 };
 
 // One block's inside (between <tool_call> and </tool_call>) as a call; false with `why` set
@@ -74,6 +85,23 @@ bool parse_tool_block(const std::string& inside, const ToolCallOptions& opt, Too
 nlohmann::ordered_json convert_xml_parameter(const std::string& raw, const nlohmann::ordered_json& schema);
 
 ToolParse parse_tool_calls(const std::string& reasoning, const std::string& content, const ToolCallOptions& opt);
+
+// Incremental mode, shared by the finished and the streamed parse. What an unfinished block's
+// inside says so far: the function name once its tag or string is closed, and the prefix of
+// the canonical arguments that no later text can change (it only grows as text is added).
+struct CallProgress {
+  bool named = false;
+  std::string name, arguments;
+};
+CallProgress call_progress(const std::string& inside, const ToolCallOptions& opt);
+// An unfinished block's inside without a tail that could be the start of "</tool_call>".
+std::string without_partial_close(const std::string& inside);
+// Whether a block with this progress is a call from now on (`count` calls before it).
+bool commits(const CallProgress& p, const ToolCallOptions& opt, int count);
+// A committed block's arguments at its close: the canonical arguments when the block is a
+// valid call that extends the progress, else the progress with `why` set.
+std::string committed_arguments(const std::string& inside, const CallProgress& p, const ToolCallOptions& opt,
+                                std::string& why);
 
 // One streamed piece of a call: the first piece of a call has its id and name (and empty
 // arguments); later pieces carry argument fragments.
@@ -91,7 +119,8 @@ struct ToolStreamOut {
 };
 
 // The streaming parser: text that could be the start of "<tool_call>" is held back until it
-// is known not to be, and a block until it closes (then it is a call, or text again). Trailing
+// is known not to be, and a block until it closes (then it is a call, or text again) or, in
+// incremental mode, until it commits (then its arguments stream as they grow). Trailing
 // whitespace is held too: once a call was found it is dropped at the end, as in the finished
 // parse (so an answer that was only calls has no content).
 class ToolCallStream {
@@ -101,6 +130,7 @@ class ToolCallStream {
   ToolStreamOut flush();
   int calls() const { return count_; }
   const std::string& note() const { return note_; }
+  bool cut() const { return cut_; }
 
  private:
   struct Channel {
@@ -108,7 +138,13 @@ class ToolCallStream {
     std::string ws;        // trailing whitespace of judged text, not yet sent
     bool in_block = false;
     bool sent_text = false;
+    bool incremental = false;  // the answer's channel in incremental mode
+    bool committed = false;    // the open block is a call (index `index`), `sent` its arguments so far
+    int index = 0;
+    std::string sent;
   };
+  void advance(Channel& ch, const std::string& inside, std::vector<ToolCallDelta>& calls);
+  void send_arguments(Channel& ch, const std::string& args, std::vector<ToolCallDelta>& calls);
   void feed(Channel& ch, const std::string& text, std::string& out, std::vector<ToolCallDelta>& calls, bool final);
   void emit_text(Channel& ch, const std::string& text, std::string& out);
   void take_block(const std::string& raw, const std::string& inside, Channel& ch, std::string& out,
@@ -118,6 +154,7 @@ class ToolCallStream {
   Channel reasoning_, content_;
   int count_ = 0;
   std::string note_;
+  bool cut_ = false;
 };
 
 // Adds the calls to an unstreamed chat response (message.tool_calls, content null when only

@@ -104,7 +104,7 @@ await check('auto with tools, streamed with the client: the same text, no tool_c
   assertEq(dflash.tool_format, 'xml', 'dflash.tool_format');
 });
 
-await check('required and named: the answer is a call (XML form, constrained decoding), streamed the same', async () => {
+await check('required and named: the answer is a call (XML form, constrained decoding), streamed the same, arguments incrementally', async () => {
   for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
     // (A bounded city: unbounded, the tiny demo model writes its string until max_tokens.)
     const bounded = [{ ...TOOLS[0], function: { ...TOOLS[0].function, parameters: {
@@ -112,17 +112,25 @@ await check('required and named: the answer is a call (XML form, constrained dec
     const body = { ...BASE, max_tokens: 120, tools: bounded, tool_choice, parallel_tool_calls: false };
     const r = await client.chat.completions.create(body);
     const c = r.choices[0];
-    assertEq(c.finish_reason, 'tool_calls', 'finish_reason for ' + JSON.stringify(tool_choice));
+    // The demo model may not close the city's string within max_tokens: then the call is cut,
+    // and stays a call with the arguments written so far, finish_reason length.
+    const cut = c.finish_reason === 'length';
+    assertEq(c.finish_reason, cut ? 'length' : 'tool_calls', 'finish_reason for ' + JSON.stringify(tool_choice));
     assertEq(c.message.tool_calls.length, 1, 'one call');
     const call = c.message.tool_calls[0];
     assertEq(call.function.name, 'get_weather', 'the function');
-    const args = JSON.parse(call.function.arguments);
-    assert(typeof args.city === 'string', 'arguments ' + call.function.arguments);
-    assert(r.dflash.tool_parse === undefined, 'parse note ' + r.dflash.tool_parse);
+    if (cut) {
+      assert(call.function.arguments.startsWith('{"city":"'), 'cut arguments ' + call.function.arguments);
+      assert(/cut before <\/tool_call>/.test(r.dflash.tool_parse), 'parse note ' + r.dflash.tool_parse);
+    } else {
+      const args = JSON.parse(call.function.arguments);
+      assert(typeof args.city === 'string', 'arguments ' + call.function.arguments);
+      assert(r.dflash.tool_parse === undefined, 'parse note ' + r.dflash.tool_parse);
+    }
     const raw = await post(server.url + '/v1/chat/completions', { ...body, stream: true });
     const ev = sseEvents(raw.text);
     assertEq(ev[ev.length - 1], '[DONE]', 'the stream ends with [DONE]');
-    let name = '', argText = '', id = '', finish = '';
+    let name = '', argText = '', id = '', finish = '', fragments = 0;
     for (const e of ev.filter((x) => x !== '[DONE]')) {
       const ch = e.choices[0];
       if (!ch) continue;
@@ -130,11 +138,15 @@ await check('required and named: the answer is a call (XML form, constrained dec
         if (d.id) id = d.id;
         if (d.function?.name) name += d.function.name;
         argText += d.function?.arguments ?? '';
+        if (!d.id && d.function?.arguments) fragments++;
       }
       if (ch.finish_reason) finish = ch.finish_reason;
     }
-    assert(/^call_[0-9a-f]+_0$/.test(id), 'streamed id ' + id);  // each request has its own
-    assertEq([name, argText, finish], ['get_weather', call.function.arguments, 'tool_calls'], 'streamed call');
+    // (Each request has its own response id, so the ids are compared by form.)
+    assert(/^call_[0-9a-f]+_0$/.test(id) && /^call_[0-9a-f]+_0$/.test(call.id), 'ids ' + id + ' ' + call.id);
+    assertEq([name, argText, finish], ['get_weather', call.function.arguments, c.finish_reason], 'streamed call');
+    // Forced: the arguments stream as the model writes them (one token at a time here, no draft).
+    assert(fragments > 1, `arguments in ${fragments} fragment(s): ${call.function.arguments}`);
   }
 });
 

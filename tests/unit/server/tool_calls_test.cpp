@@ -391,6 +391,7 @@ TEST(ToolCalls, RandomTextsStreamAsTheyParse) {
   for (int iter = 0; iter < 1500; ++iter) {
     ToolCallOptions o = opts(iter % 2 ? ToolFormat::Xml : ToolFormat::Hermes);
     o.parallel = iter % 3 != 0;
+    o.incremental = iter % 4 >= 2;
     std::string reasoning, content;
     const int n = int(rng() % 12);
     for (int i = 0; i < n; ++i) (rng() % 3 == 0 ? reasoning : content) += bits[rng() % bits.size()];
@@ -413,4 +414,161 @@ TEST(ToolCalls, RandomTextsStreamAsTheyParse) {
   }
   EXPECT_GT(with_calls, 100) << "the pieces make calls often enough to test something";
   EXPECT_GT(with_notes, 100);
+}
+
+// tool_choice required / named: the grammar makes the calls whole, and their arguments stream
+// as the model writes them (ToolCallOptions::incremental).
+namespace {
+
+ToolCallOptions forced(ToolFormat f) {
+  ToolCallOptions o = opts(f);
+  o.incremental = true;
+  return o;
+}
+
+// The argument fragments of call 0 when the answer comes in 1-byte pieces.
+std::vector<std::string> fragments(const ToolCallOptions& o, const std::string& content) {
+  ToolCallStream s(o);
+  std::vector<std::string> out;
+  auto take = [&](const ToolStreamOut& so) {
+    for (const ToolCallDelta& d : so.calls)
+      if (d.index == 0 && !d.first) out.push_back(d.arguments);
+  };
+  for (char ch : content) take(s.push("", std::string(1, ch)));
+  take(s.flush());
+  return out;
+}
+
+const std::string kHermesForced =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"S\\u00e3o \\\"P\\\" \\\\ x\", \"days\": 3}}\n"
+    "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+const std::string kXmlForced =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nS\xC3\xA3o \"P\" \\ <b>\nline 2\r\n</parameter>\n"
+    "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n"
+    "</function>\n</tool_call>";
+
+}  // namespace
+
+TEST(ToolCalls, ForcedHermesArgumentsStreamAsWritten) {
+  const ToolParse p = parse_checked(forced(ToolFormat::Hermes), "", kHermesForced);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"S\u00e3o \"P\" \\ x","days":3})") << "the model's text, less whitespace";
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  EXPECT_EQ(p.content, "");
+  EXPECT_EQ(p.note, "");
+  EXPECT_FALSE(p.cut);
+  const std::vector<std::string> f = fragments(forced(ToolFormat::Hermes), kHermesForced);
+  EXPECT_GT(f.size(), 10u) << "one fragment per byte of the arguments, nearly";
+  // Auto mode: the same text, the same calls, the arguments in one piece.
+  EXPECT_EQ(parse_checked(opts(ToolFormat::Hermes), "", kHermesForced).calls[0].arguments, p.calls[0].arguments);
+  EXPECT_EQ(fragments(opts(ToolFormat::Hermes), kHermesForced).size(), 1u);
+}
+
+TEST(ToolCalls, ForcedXmlArgumentsStreamParameterByParameter) {
+  const ToolParse p = parse_checked(forced(ToolFormat::Xml), "", kXmlForced);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"city\":\"S\xC3\xA3o \\\"P\\\" \\\\ <b>\\nline 2\",\"days\":3}");
+  EXPECT_EQ(ojson::parse(p.calls[0].arguments)["city"], "S\xC3\xA3o \"P\" \\ <b>\nline 2");
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  EXPECT_EQ(p.note, "");
+  const std::vector<std::string> f = fragments(forced(ToolFormat::Xml), kXmlForced);
+  EXPECT_GT(f.size(), 10u) << "a string parameter streams as it is written";
+  EXPECT_EQ(parse_checked(opts(ToolFormat::Xml), "", kXmlForced).calls[0].arguments, p.calls[0].arguments);
+  EXPECT_EQ(fragments(opts(ToolFormat::Xml), kXmlForced).size(), 1u);
+}
+
+TEST(ToolCalls, ForcedCallsAsTheTemplatesWriteThem) {
+  for (const bool xml : {false, true}) {
+    const std::string text = rendered_turn(xml ? qwen35_template() : qwen3_template(), "",
+                                           {call("get_weather", {{"city", "Paris"}, {"days", 3}}),
+                                            call("typed", {{"s", "a\tb"}, {"o", {{"k", {1, 2}}}}})});
+    const ToolParse p = parse_checked(forced(xml ? ToolFormat::Xml : ToolFormat::Hermes), "", text);
+    ASSERT_EQ(p.calls.size(), 2u) << text;
+    EXPECT_EQ(p.calls[0].arguments, R"({"city":"Paris","days":3})") << text;
+    EXPECT_EQ(ojson::parse(p.calls[1].arguments), ojson({{"s", "a\tb"}, {"o", {{"k", {1, 2}}}}}))
+        << text;
+    EXPECT_EQ(p.note, "") << text;
+  }
+}
+
+TEST(ToolCalls, AForcedCallCutByMaxTokensKeepsItsArgumentsSoFar) {
+  for (const bool xml : {false, true}) {
+    const ToolCallOptions o = forced(xml ? ToolFormat::Xml : ToolFormat::Hermes);
+    const std::string& whole = xml ? kXmlForced : kHermesForced;
+    const std::string cut = whole.substr(0, whole.find("city") + (xml ? 8 : 10));  // in an escape, a UTF-8 char
+    const ToolParse p = parse_checked(o, "", "Sure. " + cut);
+    ASSERT_EQ(p.calls.size(), 1u);
+    EXPECT_EQ(p.calls[0].name, "get_weather");
+    EXPECT_TRUE(p.cut);
+    EXPECT_EQ(p.content, "Sure.");
+    EXPECT_NE(p.note.find("cut before </tool_call>"), std::string::npos) << p.note;
+    ToolCallStream s(o);
+    s.push("", cut);
+    s.flush();
+    EXPECT_TRUE(s.cut());
+    // Every cut of the text: stream and finished parse agree (parse_checked), arguments only grow.
+    std::string last;
+    for (size_t i = 0; i <= whole.size(); ++i) {
+      const ToolParse q = parse_checked(o, "", whole.substr(0, i));
+      if (q.calls.empty()) continue;
+      EXPECT_EQ(q.calls[0].arguments.compare(0, last.size(), last), 0) << i;
+      last = q.calls[0].arguments;
+    }
+    // Cut before the name is known: text, as in auto mode.
+    const std::string early = whole.substr(0, whole.find("get_weather") + 4);
+    const ToolParse e = parse_checked(o, "", early);
+    EXPECT_TRUE(e.calls.empty());
+    EXPECT_EQ(e.content, early);
+    EXPECT_NE(e.note.find("unclosed"), std::string::npos);
+  }
+}
+
+TEST(ToolCalls, ForcedModeJudgesReasoningBlocksWhole) {
+  const std::string reasoning = "Maybe <tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":";
+  const ToolParse p = parse_checked(forced(ToolFormat::Hermes), reasoning, kHermesForced);
+  EXPECT_EQ(p.reasoning, reasoning);
+  EXPECT_EQ(p.calls.size(), 2u);
+  // A block naming a function the request does not allow is judged whole: text.
+  const std::string other = "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+  const ToolParse q = parse_checked(forced(ToolFormat::Hermes), "", other);
+  EXPECT_TRUE(q.calls.empty());
+  EXPECT_EQ(q.content, other);
+}
+
+// Random well-formed forced calls (strings with quotes, backslashes, newlines, '<', halves of
+// the closing tags, UTF-8 and stray bytes; hermes with random whitespace): every split of the
+// stream gives the finished parse, whose arguments are the JSON object written.
+TEST(ToolCalls, RandomForcedCallsStreamAsTheyParse) {
+  const std::vector<std::string> bits = {"a", " ", "\n", "\r", "<", "/", "\"", "\\", "\xC3\xA9", "\xC3", "\t",
+                                         "</param", "</tool_c", "</function>", "{", "}", "\xE2\x82\xAC", "\xF9\xAF\xAF", "\xFE"};
+  std::mt19937 rng(99);
+  for (int iter = 0; iter < 120; ++iter) {
+    std::string v;
+    for (int i = int(rng() % 8); i > 0; --i) v += bits[rng() % bits.size()];
+    const int days = int(rng() % 1000);
+    const bool xml = iter % 2;
+    std::string text;
+    if (xml) {
+      text = "<tool_call>\n<function=get_weather>\n<parameter=city>\n" + v + "\n</parameter>\n<parameter=days>\n" +
+             std::to_string(days) + "\n</parameter>\n</function>\n</tool_call>";
+    } else {
+      const std::string ws[] = {"", " ", "\n  "};
+      auto w = [&] { return ws[rng() % 3]; };
+      text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {" + w() + "\"city\"" + w() + ":" + w() +
+             ojson(v).dump(-1, ' ', false, ojson::error_handler_t::replace) + "," + w() + "\"days\":" + w() +
+             std::to_string(days) + w() + "}}\n</tool_call>";
+    }
+    const ToolParse p = parse_checked(forced(xml ? ToolFormat::Xml : ToolFormat::Hermes), "", text);
+    ASSERT_EQ(p.calls.size(), 1u) << text;
+    const ojson args = ojson::parse(p.calls[0].arguments, nullptr, false);
+    ASSERT_TRUE(args.is_object()) << p.calls[0].arguments;
+    EXPECT_EQ(args["days"], days) << text;
+    std::string want = v;
+    if (xml && !want.empty() && want.back() == '\r') want.pop_back();  // the line end the parser trims
+    std::string probe = v;  // a stray byte becomes U+FFFD: compare only well-formed values
+    for (size_t k; (k = probe.find("\xC3\xA9")) != std::string::npos;) probe.erase(k, 2);
+    if (probe.find_first_of("\xC3\xF9\xFE") == std::string::npos) EXPECT_EQ(args["city"], want) << text;
+    if (HasFailure()) break;
+  }
 }
