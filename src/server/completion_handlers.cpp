@@ -84,7 +84,7 @@ ojson merged_dflash(const std::vector<GenResult>& rs) {
   return m;
 }
 
-// Chat with tools: the parse options (and the forced-call request, not enforced yet).
+// Chat with tools: the parse options, and for required/named the call the grammar forces.
 void setup_tools(Job& job, const ApiRequest& api, const Engine& e) {
   if (api.tools.is_null() || api.tool_choice.mode == ToolChoiceMode::None) return;
   ToolCallOptions o;
