@@ -23,7 +23,6 @@ class ReasoningGate : public TokenConstraint {
   const uint64_t* allowed() override;
   bool accept(int32_t token) override;
   std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<ReasoningGate>(*this); }
-  double mask_seconds() const override { return inner_->mask_seconds(); }
   Phase phase() const { return phase_; }
 
  private:

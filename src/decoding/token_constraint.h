@@ -27,9 +27,8 @@ class TokenConstraint {
   // tokens (a think cap's "</think>") pass through here too.
   virtual bool accept(int32_t token) = 0;
   // An independent copy at the same position (the draft walks one over its proposals).
+  // (What constraints cost is timed where they are called: Timings::mask_s.)
   virtual std::unique_ptr<TokenConstraint> clone() const = 0;
-  // Seconds spent computing masks so far (the cost per token the stats report).
-  virtual double mask_seconds() const = 0;
 };
 
 }  // namespace dflash

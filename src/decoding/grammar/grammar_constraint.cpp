@@ -1,7 +1,6 @@
 #include "decoding/grammar/grammar_constraint.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "util/error.h"
 
@@ -37,7 +36,6 @@ void GrammarConstraint::set_stop_bits(bool on) {
 
 const uint64_t* GrammarConstraint::allowed() {
   if (mask_valid_) return mask_.data();
-  const auto t0 = std::chrono::steady_clock::now();
   if (finished_) {
     mask_.assign(table_->mask_words(), 0);  // past the end: only stopping again
     set_stop_bits(true);
@@ -53,7 +51,6 @@ const uint64_t* GrammarConstraint::allowed() {
     set_stop_bits(matcher_.can_end() || !any);
   }
   mask_valid_ = true;
-  mask_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return mask_.data();
 }
 

@@ -28,7 +28,6 @@ class GrammarConstraint : public TokenConstraint {
   const uint64_t* allowed() override;
   bool accept(int32_t token) override;
   std::unique_ptr<TokenConstraint> clone() const override;
-  double mask_seconds() const override { return mask_seconds_; }
 
   bool finished() const { return finished_; }  // a stop id was accepted
   bool can_end() const { return matcher_.can_end(); }
@@ -45,7 +44,6 @@ class GrammarConstraint : public TokenConstraint {
   bool finished_ = false;
   bool mask_valid_ = false;
   std::vector<uint64_t> mask_;
-  double mask_seconds_ = 0;
 };
 
 }  // namespace dflash

@@ -23,7 +23,6 @@ class EvenOnly : public TokenConstraint {
     return true;
   }
   std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<EvenOnly>(*this); }
-  double mask_seconds() const override { return 0; }
   std::vector<int32_t> seen;
 
  private:

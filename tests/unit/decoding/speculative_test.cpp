@@ -365,7 +365,6 @@ class ModuloConstraint : public TokenConstraint {
     return true;
   }
   std::unique_ptr<TokenConstraint> clone() const override { return std::make_unique<ModuloConstraint>(*this); }
-  double mask_seconds() const override { return 0; }
   bool ok(int32_t t) const { return (t + sum_) % 3 != 0; }
   int accepted = 0;
 
