@@ -160,6 +160,11 @@ std::shared_ptr<TokenConstraint> StructuredOutput::for_tool_call(const ForcedToo
   } catch (const Error& e) {
     throw ApiError(400, std::string("tools: a function's parameters schema: ") + e.what(), "invalid_request_error",
                    "tools", "invalid_schema");
+  } catch (const nlohmann::json::exception& e) {
+    // A tool without a string function.name, a non-string in "required", a non-integer
+    // maxLength: what the XML form's value rules read directly.
+    throw ApiError(400, std::string("tools: a function's definition is malformed: ") + e.what(),
+                   "invalid_request_error", "tools", "invalid_schema");
   }
 }
 

@@ -204,6 +204,11 @@ await check('schemas the compiler refuses, and two constraints at once -> 400 na
   assert(r.status === 400 && r.json.error.param === 'response_format', `${r.status} ${r.text.slice(0, 300)}`);
   r = await post(url, { ...base, tools: TOOLS, tool_choice: 'required', response_format: { type: 'json_object' } });
   assert(r.status === 400 && r.json.error.param === 'response_format', `${r.status} ${r.text.slice(0, 300)}`);
+  // A tool whose string parameter has a maxLength that is not a number (read by the XML form).
+  const badTool = [{ type: 'function', function: { name: 'f', parameters: { type: 'object',
+    properties: { s: { type: 'string', maxLength: 'ten' } }, required: ['s'] } } }];
+  r = await post(url, { ...base, tools: badTool, tool_choice: 'required' });
+  assert(r.status === 400 && r.json.error.param === 'tools', `${r.status} ${r.text.slice(0, 300)}`);
   r = await post(url, { ...base, response_format: { type: 'text' } });
   assert(r.status === 200, 'type text is the default: ' + r.status);
 });
