@@ -100,8 +100,12 @@ void setup_tools(Job& job, const ApiRequest& api, const Engine& e) {
   job.tools = std::move(o);
 }
 
-// response_format or a forced tool call: the constraint the answer is decoded under (after
-// any reasoning). Both at once would ask for two different answers: refused.
+// response_format, a forced tool call or tool_choice "auto": the constraint the answer is
+// decoded under (after any reasoning). response_format and a forced call at once would ask for
+// two different answers: refused. In auto mode each <tool_call> block is decoded under the call
+// grammar, which makes the calls whole, so their arguments stream as written; where the grammar
+// cannot be had (a parameters schema the compiler refuses, or response_format, which leaves no
+// room for a call) the answer is decoded free and a block is judged when it closes.
 void setup_constraint(Job& job, const ApiRequest& api, Engine& e) {
   const bool json = !api.response_format.is_null();
   if (json && job.gen.forced_tool_call)
@@ -109,17 +113,39 @@ void setup_constraint(Job& job, const ApiRequest& api, Engine& e) {
                    "response_format and tool_choice \"required\" (or a named function) both fix the answer's form; "
                    "send one of them",
                    "invalid_request_error", "response_format", "invalid_value");
-  if (!json && !job.gen.forced_tool_call) return;
+  const bool auto_tools = job.tools && !job.gen.forced_tool_call;
+  if (!json && !job.gen.forced_tool_call && !auto_tools) return;
   const ReasoningStart r =
       job.chat ? reasoning_start(job.gen.prompt, e.tokenizer(), e.think_tokens()) : ReasoningStart::None;
-  if (job.gen.forced_tool_call) job.gen.constraint = e.structured().for_tool_call(*job.gen.forced_tool_call, r);
-  else job.gen.constraint = e.structured().for_response_format(api.response_format, r);
+  if (job.gen.forced_tool_call) {
+    job.gen.constraint = e.structured().for_tool_call(*job.gen.forced_tool_call, r);
+    job.tool_grammar = "forced";
+    return;
+  }
+  if (json) {
+    job.gen.constraint = e.structured().for_response_format(api.response_format, r);
+    if (auto_tools) job.tool_grammar = "off: response_format fixes the answer's form";
+    return;
+  }
+  if (job.tools->format == ToolFormat::None) {
+    job.tool_grammar = "off: the chat template writes no tool calls";
+    return;
+  }
+  try {
+    job.gen.constraint =
+        e.structured().for_tool_trigger(ForcedToolCall{job.tools->format, api.tools, "", job.tools->parallel}, r);
+    job.tools->incremental = true;
+    job.tool_grammar = "after_tag";
+  } catch (const ApiError& err) {
+    job.tool_grammar = std::string("off: ") + err.what();
+  }
 }
 
 // The "dflash" object's tool entries.
 void tool_stats(const Job& job, ojson& dflash, const std::string& note) {
   if (!job.tools) return;
   dflash["tool_format"] = tool_format_name(job.tools->format);
+  if (!job.tool_grammar.empty()) dflash["tool_grammar"] = job.tool_grammar;
   if (!note.empty()) dflash["tool_parse"] = note;
 }
 

@@ -27,6 +27,10 @@ struct Job {
   double t_arrival = 0;
   // Chat with tools and tool_choice other than "none": how the answer's calls are parsed.
   std::optional<ToolCallOptions> tools;
+  // How the answer's calls are decoded (the "dflash" object's tool_grammar): "forced"
+  // (required / named), "after_tag" (auto: each <tool_call> block under the call grammar),
+  // or "off: why" (auto without a grammar: a schema the compiler refuses, or response_format).
+  std::string tool_grammar;
 };
 
 class HttpServer {

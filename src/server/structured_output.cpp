@@ -2,6 +2,7 @@
 
 #include "decoding/grammar/json_schema_grammar.h"
 #include "decoding/reasoning_gate.h"
+#include "decoding/triggered_constraint.h"
 #include "server/api_error.h"
 #include "util/error.h"
 
@@ -32,9 +33,12 @@ ojson parameters_of(const ojson& tool) {
 
 std::string name_of(const ojson& tool) { return tool.at("function").at("name").get<std::string>(); }
 
+const std::string kCallOpen = "<tool_call>";
+
 // One hermes call as Qwen3's template writes it: <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>
-GrammarBuilder::Expr hermes_call(GrammarBuilder& b, const ojson& tool) {
-  return b.seq({b.literal("<tool_call>\n{\"name\": " + ojson(name_of(tool)).dump() + ", \"arguments\": "),
+// (without its opening tag when `open` is false: what follows the trigger in auto mode).
+GrammarBuilder::Expr hermes_call(GrammarBuilder& b, const ojson& tool, bool open = true) {
+  return b.seq({b.literal((open ? kCallOpen : std::string()) + "\n{\"name\": " + ojson(name_of(tool)).dump() + ", \"arguments\": "),
                 json_schema(b, parameters_of(tool), json_options()), b.literal("}\n</tool_call>")});
 }
 
@@ -62,9 +66,9 @@ GrammarBuilder::Expr xml_value(GrammarBuilder& b, const ojson& schema) {
 }
 
 // One call in Qwen3.5's XML form: the declared parameters in order, required ones always.
-GrammarBuilder::Expr xml_call(GrammarBuilder& b, const ojson& tool) {
+GrammarBuilder::Expr xml_call(GrammarBuilder& b, const ojson& tool, bool open = true) {
   const ojson params = parameters_of(tool);
-  std::vector<GrammarBuilder::Expr> parts{b.literal("<tool_call>\n<function=" + name_of(tool) + ">\n")};
+  std::vector<GrammarBuilder::Expr> parts{b.literal((open ? kCallOpen : std::string()) + "\n<function=" + name_of(tool) + ">\n")};
   if (params.is_object() && params.contains("properties") && params["properties"].is_object()) {
     std::vector<std::string> required;
     if (params.contains("required") && params["required"].is_array())
@@ -138,25 +142,20 @@ std::shared_ptr<TokenConstraint> StructuredOutput::for_response_format(const ojs
   }
 }
 
-std::shared_ptr<TokenConstraint> StructuredOutput::for_tool_call(const ForcedToolCall& f, ReasoningStart r) {
-  if (f.format == ToolFormat::None)
-    throw ApiError(400,
-                   "tool_choice \"required\" or a named function needs a chat template that writes tool calls; "
-                   "this model's does not",
-                   "invalid_request_error", "tool_choice", "unsupported_value");
-  const std::string key = std::string("tool:") + tool_format_name(f.format) + ":" + f.function + ":" +
-                          (f.parallel ? "1:" : "0:") + f.tools.dump();
+// The grammar of the calls `f` allows, each with its opening tag or (`open` false) without.
+StructuredOutput::Compiled StructuredOutput::call_grammar(const ForcedToolCall& f, bool open, bool repeat) {
+  const std::string key = std::string(open ? "tool:" : "tool-body:") + tool_format_name(f.format) + ":" +
+                          f.function + ":" + (repeat ? "1:" : "0:") + f.tools.dump();
   try {
-    const Compiled c = compiled(key, [&](GrammarBuilder& b) {
+    return compiled(key, [&](GrammarBuilder& b) {
       std::vector<GrammarBuilder::Expr> calls;
       for (const ojson& tool : f.tools)
         if (f.function.empty() || name_of(tool) == f.function)
-          calls.push_back(f.format == ToolFormat::Xml ? xml_call(b, tool) : hermes_call(b, tool));
+          calls.push_back(f.format == ToolFormat::Xml ? xml_call(b, tool, open) : hermes_call(b, tool, open));
       const auto one = b.alt(calls);
-      if (!f.parallel) return one;
+      if (!repeat) return one;
       return b.seq({one, b.repeat(b.seq({b.literal("\n"), one}), 0, -1)});
     });
-    return constraint(c, r);
   } catch (const Error& e) {
     throw ApiError(400, std::string("tools: a function's parameters schema: ") + e.what(), "invalid_request_error",
                    "tools", "invalid_schema");
@@ -166,6 +165,27 @@ std::shared_ptr<TokenConstraint> StructuredOutput::for_tool_call(const ForcedToo
     throw ApiError(400, std::string("tools: a function's definition is malformed: ") + e.what(),
                    "invalid_request_error", "tools", "invalid_schema");
   }
+}
+
+std::shared_ptr<TokenConstraint> StructuredOutput::for_tool_call(const ForcedToolCall& f, ReasoningStart r) {
+  if (f.format == ToolFormat::None)
+    throw ApiError(400,
+                   "tool_choice \"required\" or a named function needs a chat template that writes tool calls; "
+                   "this model's does not",
+                   "invalid_request_error", "tool_choice", "unsupported_value");
+  return constraint(call_grammar(f, /*open=*/true, f.parallel), r);
+}
+
+std::shared_ptr<TokenConstraint> StructuredOutput::for_tool_trigger(const ForcedToolCall& f, ReasoningStart r) {
+  if (f.format == ToolFormat::None) throw Error("this model's chat template writes no tool calls");
+  ForcedToolCall any = f;
+  any.function.clear();
+  const Compiled c = call_grammar(any, /*open=*/false, /*repeat=*/false);
+  auto body = std::make_unique<GrammarConstraint>(c.grammar, c.masks->table(), c.masks, stop_ids_);
+  const bool think = r != ReasoningStart::None && think_.known();
+  return std::make_shared<TriggeredConstraint>(std::move(body), c.masks->table(), kCallOpen,
+                                               think ? think_.open : std::nullopt, think ? think_.close : std::nullopt,
+                                               r == ReasoningStart::Open);
 }
 
 }  // namespace dflash::server

@@ -39,6 +39,12 @@ class StructuredOutput {
   // one), in the template's form, then end.
   std::shared_ptr<TokenConstraint> for_tool_call(const ForcedToolCall& f, ReasoningStart r);
 
+  // tool_choice "auto": the answer is free until it writes "<tool_call>", then that block is
+  // decoded under the grammar of a call to one of the offered functions, then free again
+  // (decoding/triggered_constraint.h). ApiError 400 naming tools for a parameters schema the
+  // compiler refuses (the caller may then decode without it).
+  std::shared_ptr<TokenConstraint> for_tool_trigger(const ForcedToolCall& f, ReasoningStart r);
+
   static constexpr size_t kCachedGrammars = 32;
 
  private:
@@ -50,6 +56,7 @@ class StructuredOutput {
   template <class Build>
   Compiled compiled(const std::string& key, Build build);
   std::shared_ptr<TokenConstraint> constraint(const Compiled& c, ReasoningStart r);
+  Compiled call_grammar(const ForcedToolCall& f, bool open, bool repeat);
   const std::shared_ptr<const TokenTable>& table();
 
   const Tokenizer& tok_;

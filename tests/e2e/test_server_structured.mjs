@@ -193,6 +193,55 @@ for (const [name, pair] of Object.entries(pairs)) {
     forcedCall(pair, { type: 'function', function: { name: 'search' } }, 'search'));
 }
 
+// tool_choice "auto": the answer is free until it writes <tool_call>, then the block is decoded
+// under the call grammar. Continuing an answer that already holds two calls, the Qwen3 demo
+// model writes the tag by itself; the grammar makes the block a valid call (the model, left
+// free, writes a broken one), the same with and without the draft, and its arguments stream in
+// fragments as they are written (before, auto mode held the block until it closed).
+await check('tool_choice auto (hermes, Qwen3 pair): a block after the tag is a valid call, streamed incrementally, the same with and without the draft', async () => {
+  const weather = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+    properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } } }];
+  const block = (city) => `<tool_call>\n{"name": "get_weather", "arguments": {"city": "${city}"}}\n</tool_call>\n`;
+  const body = { model: 'default', tools: weather, temperature: 0, max_tokens: 60, return_tokens: true,
+    messages: [{ role: 'user', content: 'What is the weather in Paris?' }, { role: 'assistant', content: block('Paris') + block('Rome') }],
+    continue_final_message: true, add_generation_prompt: false };
+  const r = await both(pairs.qwen3, body);
+  const c = r.choices[0];
+  assertEq(r.dflash.tool_grammar, 'after_tag', 'dflash.tool_grammar');
+  assert(c.message.tool_calls?.length >= 1, 'the demo model no longer writes the tag this check needs: ' + JSON.stringify(c.message).slice(0, 300));
+  assert(r.dflash.tool_parse === undefined, 'parse note ' + r.dflash.tool_parse);
+  for (const call of c.message.tool_calls) {
+    assertEq(call.function.name, 'get_weather', 'the function');
+    const args = JSON.parse(call.function.arguments);
+    assert(ajv.validate(weather[0].function.parameters, args), `arguments ${call.function.arguments}: ${JSON.stringify(ajv.errors)}`);
+  }
+  // The same request free of the grammar (tool_choice none: nothing parsed, nothing masked)
+  // writes something else at the tag: the grammar is what made the call.
+  const free = await client(pairs.qwen3.plain).chat.completions.create({ ...body, tool_choice: 'none' });
+  assert(JSON.stringify(free.choices[0].tokens) !== JSON.stringify(c.tokens), 'the grammar changed nothing: ' + free.choices[0].message.content);
+  const s = await client(pairs.qwen3.draft).chat.completions.create({ ...body, stream: true });
+  const calls = [];
+  let content = '', fragments = 0, finish = null;
+  for await (const ch of s) {
+    const x = ch.choices[0];
+    if (!x) continue;
+    content += x.delta.content ?? '';
+    for (const d of x.delta.tool_calls ?? []) {
+      calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
+      if (d.id) calls[d.index].id = d.id;
+      if (d.function?.name) calls[d.index].function.name += d.function.name;
+      if (!d.id && d.function?.arguments) fragments++;
+      calls[d.index].function.arguments += d.function?.arguments ?? '';
+    }
+    if (x.finish_reason) finish = x.finish_reason;
+  }
+  const noId = (ts) => JSON.stringify(ts.map((t) => ({ ...t, id: undefined })));
+  assertEq(noId(calls), noId(c.message.tool_calls), 'streamed calls');
+  assertEq(content, c.message.content ?? '', 'streamed content');
+  assertEq(finish, c.finish_reason, 'streamed finish_reason');
+  assert(fragments > c.message.tool_calls.length, `arguments in ${fragments} fragment(s) for ${calls.length} call(s)`);
+});
+
 await check('schemas the compiler refuses, and two constraints at once -> 400 naming the field', async () => {
   const url = pairs.qwen35.plain.url + '/v1/chat/completions';
   const base = { model: 'default', messages: USER, max_tokens: 8 };
@@ -209,6 +258,11 @@ await check('schemas the compiler refuses, and two constraints at once -> 400 na
     properties: { s: { type: 'string', maxLength: 'ten' } }, required: ['s'] } } }];
   r = await post(url, { ...base, tools: badTool, tool_choice: 'required' });
   assert(r.status === 400 && r.json.error.param === 'tools', `${r.status} ${r.text.slice(0, 300)}`);
+  // In auto mode a schema the compiler refuses is no error: the answer is decoded free and a
+  // block is judged when it closes, as dflash.tool_grammar says.
+  r = await post(url, { ...base, tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object',
+    properties: { o: { type: 'object', not: { const: 'a' } } } } } }] });
+  assert(r.status === 200 && /^off: .*'not'/.test(r.json.dflash.tool_grammar), `${r.status} ${r.text.slice(0, 300)}`);
   r = await post(url, { ...base, response_format: { type: 'text' } });
   assert(r.status === 200, 'type text is the default: ' + r.status);
 });

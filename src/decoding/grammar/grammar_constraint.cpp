@@ -71,6 +71,15 @@ bool GrammarConstraint::accept(int32_t token) {
   return true;
 }
 
+bool GrammarConstraint::accept_bytes(std::string_view bytes) {
+  if (finished_) return false;
+  GrammarMatcher next = matcher_;
+  if (!next.accept_bytes(bytes)) return false;
+  matcher_ = std::move(next);
+  mask_valid_ = false;
+  return true;
+}
+
 std::unique_ptr<TokenConstraint> GrammarConstraint::clone() const {
   return std::make_unique<GrammarConstraint>(*this);
 }

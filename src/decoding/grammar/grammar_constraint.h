@@ -10,6 +10,7 @@
 //   auto cache = std::make_shared<MaskCache>(g, table);            // once per grammar
 //   GrammarConstraint c(g, table, cache, {eos_id, im_end_id});
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "decoding/grammar/grammar_matcher.h"
@@ -28,6 +29,10 @@ class GrammarConstraint : public TokenConstraint {
   const uint64_t* allowed() override;
   bool accept(int32_t token) override;
   std::unique_ptr<TokenConstraint> clone() const override;
+
+  // Moves past raw bytes that are not a whole token (what a token ran past a trigger with:
+  // triggered_constraint.h); false (and no change) when the grammar cannot take them.
+  bool accept_bytes(std::string_view bytes);
 
   bool finished() const { return finished_; }  // a stop id was accepted
   bool can_end() const { return matcher_.can_end(); }

@@ -146,3 +146,59 @@ TEST(StructuredOutput, ReasoningStartFollowsThePromptsEnd) {
   EXPECT_EQ(ReasoningStart::None, reasoning_start(closed, tok, think));
   EXPECT_EQ(ReasoningStart::None, reasoning_start(head, tok, ThinkTokens{}));
 }
+
+// tool_choice "auto": free text, then "<tool_call>" (spelled by the model in whatever tokens),
+// then the block under the call grammar. Walked with random logits from there, every block is a
+// valid call to an offered function and the text before it stays content, in both forms; the
+// streamed parse (incremental, as the server runs it) gives the same calls.
+TEST(StructuredOutput, AutoModeBlocksAfterTheTagAreValidCalls) {
+  const Tokenizer tok = demo_tokenizer();
+  const int vocab = tok.vocab_size();
+  const std::vector<int32_t> stops = tok.special().eos;
+  StructuredOutput so(tok, vocab, stops, ThinkTokens::from(tok));
+  for (ToolFormat f : {ToolFormat::Hermes, ToolFormat::Xml}) {
+    for (uint32_t seed = 1; seed <= 6; ++seed) {
+      auto c = so.for_tool_trigger(ForcedToolCall{f, kTools, "", true}, ReasoningStart::None);
+      const std::string prefix = "Let me check.\n<tool_call>";
+      for (int32_t t : tok.encode(prefix)) {
+        EXPECT_EQ(nullptr, c->allowed()) << "free text before the tag";
+        ASSERT_TRUE(c->accept(t));
+      }
+      ASSERT_NE(nullptr, c->allowed()) << "the tag starts the call grammar";
+      const std::string text = prefix + walk(*c, tok, vocab, stops, seed);
+      ToolCallOptions o;
+      o.format = f;
+      o.tools = kTools;
+      o.id_base = "call_x";
+      o.incremental = true;
+      const ToolParse p = parse_tool_calls("", text, o);
+      SCOPED_TRACE(std::string(tool_format_name(f)) + " text=" + text);
+      ASSERT_GE(p.calls.size(), 1u);
+      EXPECT_EQ("Let me check.", p.content.substr(0, 13));
+      EXPECT_FALSE(p.cut);
+      for (const ToolCall& call : p.calls) {
+        const ojson args = ojson::parse(call.arguments);
+        EXPECT_TRUE(call.name == "get_weather" ? args.contains("city") && args.contains("unit") : args.contains("q"))
+            << call.name << " " << call.arguments;
+      }
+      ToolCallStream s(o);
+      std::vector<ToolCallDelta> deltas;
+      for (size_t i = 0; i < text.size(); i += 3) {
+        ToolStreamOut out = s.push("", text.substr(i, 3));
+        deltas.insert(deltas.end(), out.calls.begin(), out.calls.end());
+      }
+      ToolStreamOut out = s.flush();
+      deltas.insert(deltas.end(), out.calls.begin(), out.calls.end());
+      std::vector<std::string> args(p.calls.size());
+      int heads = 0;
+      for (const ToolCallDelta& d : deltas) {
+        ASSERT_LT(size_t(d.index), args.size());
+        heads += d.first;
+        if (d.first) EXPECT_EQ(p.calls[size_t(d.index)].name, d.name);
+        args[size_t(d.index)] += d.arguments;
+      }
+      EXPECT_EQ(int(p.calls.size()), heads);
+      for (size_t i = 0; i < args.size(); ++i) EXPECT_EQ(p.calls[i].arguments, args[i]) << "call " << i;
+    }
+  }
+}
