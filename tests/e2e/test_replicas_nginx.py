@@ -350,7 +350,7 @@ try:
           and live_call.port == live.port, f"{live_call.status} on {live_call.port}, {live_call.error}")
     # Past fail_timeout (10 s) nginx gives the dead replica one request again. Its port refuses
     # the connection, the POST was never sent, so nginx passes it on to the live replica.
-    time.sleep(max(0.0, t_kill + 11 - time.monotonic()))
+    time.sleep(max(0.0, t_kill + 12 - time.monotonic()))
     c = http.client.HTTPConnection("127.0.0.1", NGINX_PORT, timeout=CLIENT_TIMEOUT_S)
     c.request("POST", "/v1/chat/completions", json.dumps(chat(2)),
               {"Content-Type": "application/json", "X-Session-Id": on_victim[0]})
