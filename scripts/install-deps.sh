@@ -11,6 +11,7 @@ APT_PACKAGES=(
   clang-14 libclang-rt-14-dev
   python3-torch python3-numpy python3-jinja2 libopenblas0-pthread
   chromium
+  nginx  # tests/e2e/test_replicas_nginx.py runs deploy/nginx/dflash.conf in a private nginx
 )
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
