@@ -32,47 +32,60 @@ struct Result {
   double tau() const { return steps ? double(accepted + steps) / double(steps) : 0; }
 };
 
-// Decode-phase throughput over all prompts of a regime (prefill excluded: same for both).
-// Each prompt runs `rounds` times and its fastest decode counts: a step of the demo target
-// takes about a millisecond, so one preempted step moves a single run by several percent.
-// Counts come from the first run (later ones may differ where the controller's timing does).
-Result run_regime(const TargetModel& target, const DFlashDraft* draft, int B, bool adaptive, const Regime& r,
-                  const std::vector<int32_t>& stops, ThreadPool& pool, int rounds) {
+// One decoding setup the bench compares: plain (no draft), or a draft at block size B with the
+// controller on (adaptive) or off (every step drafts B - 1 tokens).
+struct Setup {
+  const DFlashDraft* draft = nullptr;
+  int B = 1;
+  bool adaptive = false;
   Result res;
   double decode_s = 0;
+};
+
+// Decode-phase throughput over all prompts of a regime (prefill excluded: the same for all),
+// for every setup on the same prompts in one run, alternating: prompt by prompt and round by
+// round each setup runs once in turn, so a slow stretch of this noisy machine falls on all of
+// them alike. Each prompt's fastest decode of `rounds` counts for each setup (a step of the
+// demo target takes under a millisecond, so one preempted step moves a single run by several
+// percent). Counts come from the first round (later ones may differ where the controller's
+// timing does).
+void run_regime(const TargetModel& target, std::vector<Setup>& setups, const Regime& r,
+                const std::vector<int32_t>& stops, int rounds) {
   for (const auto& prompt : r.prompts) {
-    double best = 1e30;
+    std::vector<double> best(setups.size(), 1e30);
     for (int rep = 0; rep < std::max(1, rounds); ++rep) {
-      const int ctx = int(prompt.size()) + r.gen_tokens + 32;
-      std::unique_ptr<Generator> g;
-      SpeculativeGenerator* sg = nullptr;
-      if (draft) {
-        auto s = std::make_unique<SpeculativeGenerator>(target, *draft, ctx, SpecParams{B, adaptive});
-        sg = s.get();
-        g = std::move(s);
-      } else {
-        g = std::make_unique<Generator>(target, ctx);
-      }
-      GenerateParams gp;
-      gp.max_tokens = r.gen_tokens;
-      gp.stop_ids = stops;
-      g->start(prompt, gp);
-      std::vector<int32_t> out;
-      while (g->step(out)) {
-      }
-      best = std::min(best, g->timings().decode_s);
-      if (rep > 0) continue;
-      res.tokens += std::max(0, g->timings().generated_tokens - 1);
-      if (sg) {
-        res.drafted += sg->stats().drafted;
-        res.accepted += sg->stats().accepted;
-        res.steps += sg->stats().steps;
+      for (size_t i = 0; i < setups.size(); ++i) {
+        Setup& su = setups[i];
+        const int ctx = int(prompt.size()) + r.gen_tokens + 32;
+        std::unique_ptr<Generator> g;
+        SpeculativeGenerator* sg = nullptr;
+        if (su.draft) {
+          auto sp = std::make_unique<SpeculativeGenerator>(target, *su.draft, ctx, SpecParams{su.B, su.adaptive});
+          sg = sp.get();
+          g = std::move(sp);
+        } else {
+          g = std::make_unique<Generator>(target, ctx);
+        }
+        GenerateParams gp;
+        gp.max_tokens = r.gen_tokens;
+        gp.stop_ids = stops;
+        g->start(prompt, gp);
+        std::vector<int32_t> out;
+        while (g->step(out)) {
+        }
+        best[i] = std::min(best[i], g->timings().decode_s);
+        if (rep > 0) continue;
+        su.res.tokens += std::max(0, g->timings().generated_tokens - 1);
+        if (sg) {
+          su.res.drafted += sg->stats().drafted;
+          su.res.accepted += sg->stats().accepted;
+          su.res.steps += sg->stats().steps;
+        }
       }
     }
-    decode_s += best;
+    for (size_t i = 0; i < setups.size(); ++i) setups[i].decode_s += best[i];
   }
-  res.tok_s = decode_s > 0 ? double(res.tokens) / decode_s : 0;
-  return res;
+  for (Setup& su : setups) su.res.tok_s = su.decode_s > 0 ? double(su.res.tokens) / su.decode_s : 0;
 }
 
 double time_forward(const TargetModel& m, int K, int ctx_len, ThreadPool& pool, int reps) {
@@ -249,28 +262,50 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   std::printf("%-10s %8s %10s", "regime", "prompts", "plain t/s");
   for (int B : o.block_sizes) std::printf("   B=%-2d t/s  speedup  accept   tau", B);
   std::printf("\n");
+  if (o.controller == "both")
+    std::printf("(block-size columns: on the regime's line the controller is off, every step drafting B - 1; on "
+                "the 'controller:' line it is on)\n");
+  // The controller's modes to measure: the configured one, or both (--controller both).
+  std::vector<bool> modes;
+  if (o.controller == "both") modes = {false, true};
+  else modes = {o.controller == "on" ? true : o.controller == "off" ? false : !o.no_adaptive};
+  const char* mode_key[2] = {"fixed", "controller"};
   for (const auto& r : regimes) {
-    const Result plain = run_regime(*target, nullptr, 1, false, r, stops, pool, o.rounds);
+    std::vector<Setup> setups(1);  // [0]: plain
+    for (const DFlashDraft* d : {draft.get(), draft2.get()}) {
+      if (!d) continue;
+      for (bool ad : modes)
+        for (int B : o.block_sizes) setups.push_back(Setup{d, B, ad, {}, 0});
+    }
+    if (d2) d2->reset_timing();
+    run_regime(*target, setups, r, stops, o.rounds);
+    const Result plain = setups[0].res;
     std::printf("%-10s %8zu %10.1f", r.name.c_str(), r.prompts.size(), plain.tok_s);
     nlohmann::json row{{"regime", r.name}, {"prompts", r.prompts.size()}, {"plain_tok_s", plain.tok_s}};
-    for (int B : o.block_sizes) {
-      const Result d = run_regime(*target, draft.get(), B, !o.no_adaptive, r, stops, pool, o.rounds);
-      const double sp = plain.tok_s > 0 ? d.tok_s / plain.tok_s : 0;
-      std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
-      row["dflash"][std::to_string(B)] = {{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
-                                          {"tau", d.tau()}, {"steps", d.steps}};
-    }
-    if (draft2) {
-      std::printf("\n%-10s %8s %10s", (std::string(draft2->kind()) + ":").c_str(), "", "");
-      if (d2) d2->reset_timing();
-      for (int B : o.block_sizes) {
-        const Result d = run_regime(*target, draft2.get(), B, !o.no_adaptive, r, stops, pool, o.rounds);
-        const double sp = plain.tok_s > 0 ? d.tok_s / plain.tok_s : 0;
-        std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
-        row["draft2"][std::to_string(B)] = {{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
-                                            {"tau", d.tau()}, {"steps", d.steps}};
+    size_t k = 1;
+    for (const DFlashDraft* dr : {draft.get(), draft2.get()}) {
+      if (!dr) continue;
+      const bool second = dr == draft2.get();
+      for (size_t m = 0; m < modes.size(); ++m) {
+        if (second || m > 0) {
+          std::string label = second ? std::string(draft2->kind()) : std::string();
+          if (modes.size() > 1) label += std::string(label.empty() ? "" : " ") + mode_key[modes[m]];
+          std::printf("\n%-30s", (label + ":").c_str());
+        }
+        for (int B : o.block_sizes) {
+          const Result d = setups[k++].res;
+          const double sp = plain.tok_s > 0 ? d.tok_s / plain.tok_s : 0;
+          std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
+          nlohmann::json cell{{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
+                              {"tau", d.tau()}, {"steps", d.steps}, {"controller", bool(modes[m])}};
+          // "dflash" / "draft2": the first mode measured (the configured one); with both modes
+          // also "dflash_fixed" / "dflash_controller" (and draft2_...).
+          const std::string base = second ? "draft2" : "dflash";
+          if (m == 0) row[base][std::to_string(B)] = cell;
+          if (modes.size() > 1) row[base + "_" + mode_key[modes[m]]][std::to_string(B)] = cell;
+        }
       }
-      if (d2 && d2->timing().blocks > 0) {
+      if (second && d2 && d2->timing().blocks > 0) {
         const auto& t = d2->timing();
         const double n = double(t.blocks);
         row["draft2_cost"] = {{"blocks", t.blocks}, {"block_ms", 1e3 * t.total_s / n}, {"conv_ms", 1e3 * t.conv_s / n},

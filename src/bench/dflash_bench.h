@@ -13,6 +13,9 @@ struct DflashBenchOptions {
   std::vector<int> block_sizes{2, 4, 8, 16};
   int threads = 0, gen_tokens = 0, long_prompt_tokens = 3000, n_prompts = 0, rounds = 3;
   bool json = false, no_adaptive = false;
+  // "on" / "off": the controller on or off for every block size; "both": each block size
+  // measured both ways (same prompts, alternating); empty: on unless no_adaptive.
+  std::string controller;
   // Real model shapes (random weights) whose verify and draft costs turn this run's tau into a
   // predicted speedup: where the demo pair is too small to be memory-bound, these are.
   std::vector<std::string> predict_shapes;

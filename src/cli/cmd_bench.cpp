@@ -53,6 +53,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--long-prompt-tokens", o->spec.long_prompt_tokens, "With --draft: long-context prompt length");
   sub->add_option("--bench-gen-tokens", o->spec.gen_tokens, "With --draft: new tokens per prompt (default 300/256)");
   sub->add_flag("--no-adaptive", o->spec.no_adaptive, "With --draft: fixed block size");
+  sub->add_option("--controller", o->spec.controller,
+                  "With --draft: on | off | both (each block size with the controller on and off, alternating)")
+      ->check(CLI::IsMember({"on", "off", "both"}));
   sub->add_option("--predict-shapes", o->spec.predict_shapes,
                   "With --draft: real shapes (qwen2.5-0.5b, qwen3-1.7b, ...) whose measured verify and draft costs "
                   "turn this run's tau into a predicted speedup")

@@ -4,7 +4,8 @@
 entry per shape and block size, positive verify and draft costs measured relative to one
 target forward, and each prediction equal to tau / (verify + draft) with the tau the same run measured for that regime;
 with --draft2 (a DFlash2 draft), its own tau on the same costs as well.
-A shape the bench does not know is a clear error.
+A shape the bench does not know is a clear error. `--controller both` measures each block
+size with the controller off and on, labelled in the JSON.
 """
 import json
 import math
@@ -63,6 +64,24 @@ def main():
                 check(f"B={B} {regime} draft2 prediction is its tau / (verify + draft)",
                       p["tau"] == taus2[regime][B] and abs(p["speedup"] - want) < 1e-9 * max(1.0, want),
                       f"{p} vs {want}")
+        # --controller both: every block size measured with the controller off and on, on the
+        # same prompts; off means every step drafts B - 1 (so tau counts whole steps), and the
+        # controller's steps may be plain ones.
+        both = bench(prompts, ["--controller", "both"])
+        check("--controller both exits 0", both.returncode == 0, both.stderr[-2000:])
+        if both.returncode == 0:
+            d2 = json.loads(both.stdout[both.stdout.rindex("\n{\n") + 1:])
+            for row in d2["regimes"]:
+                fx, ct = row.get("dflash_fixed", {}), row.get("dflash_controller", {})
+                check(f"{row['regime']}: both modes per block size", set(fx) == {"2", "4"} and set(ct) == {"2", "4"},
+                      str(row)[:300])
+                check(f"{row['regime']}: modes labelled, the first one is 'dflash'",
+                      all(not v["controller"] for v in fx.values()) and all(v["controller"] for v in ct.values())
+                      and all({k: x for k, x in row["dflash"][b].items() if k != "predicted_speedup"} == v
+                              for b, v in fx.items()), str(row)[:300])
+                check(f"{row['regime']}: fixed blocks draft B - 1 every step",
+                      all(v["steps"] > 0 and 0 < v["tau"] <= int(b) for b, v in fx.items()), str(fx)[:300])
+            check("the table labels the controller line", "controller:" in both.stdout, both.stdout[:500])
         bad = bench(prompts, ["--predict-shapes", "no-such-shape"])
         check("unknown shape is refused", bad.returncode != 0 and "unknown shape" in bad.stderr, bad.stderr[-500:])
 
