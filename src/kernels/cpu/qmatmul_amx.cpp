@@ -33,6 +33,7 @@
 // NOT TESTED ON HARDWARE: the machine this was written on has no AMX and no emulator was
 // available. tests/unit/kernels/qmatmul_amx_test.cpp compares it with the reference bit for
 // bit for M = 1..64 where AMX exists, and is reported as skipped (never passed) elsewhere.
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -104,18 +105,19 @@ namespace {
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
+  uint16_t colsb[16] = {};  // bytes 16-47; tiles 8-15 must stay 0 in palette 1
+  uint8_t rows[16] = {};    // bytes 48-63
 };
-static_assert(sizeof(TileConfig) == 64);
+static_assert(sizeof(TileConfig) == 64 && offsetof(TileConfig, colsb) == 16 && offsetof(TileConfig, rows) == 48);
 
-TileConfig make_config() {
+constexpr TileConfig make_config() {
   TileConfig c;
   for (int t = 0; t < 2; ++t) c.rows[t] = 16, c.colsb[t] = 32;
   for (int t = 2; t < 4; ++t) c.rows[t] = 8, c.colsb[t] = 64;
   for (int t = 4; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
   return c;
 }
+constexpr TileConfig kTileConfig = make_config();  // constant-initialized: no stores for the asm to miss
 
 constexpr int kChunkRows = kPackedOnePassRows;  // activation rows per pass over the weights (4 A tiles)
 
@@ -244,8 +246,7 @@ DFLASH_AMX_TARGET __attribute__((noinline)) void Strip(const AmxArgs& p, int m0,
 
 template <WType T>
 DFLASH_AMX_TARGET __attribute__((noinline)) void Range(const AmxArgs& p, int64_t g0, int64_t g1) {
-  static const TileConfig cfg = make_config();
-  DFLASH_TILE_LOADCONFIG(&cfg);
+  DFLASH_TILE_LOADCONFIG(&kTileConfig);
   for (int mc = 0; mc < p.M; mc += kChunkRows) {
     const int mend = mc + kChunkRows < p.M ? mc + kChunkRows : p.M;
     for (int64_t g = g0; g < g1; g += 2) {
