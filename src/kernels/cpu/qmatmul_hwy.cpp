@@ -356,9 +356,12 @@ void qmatmul_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, i
 }
 const char* qmatmul_target_name() {
   const char* hwy_name = HWY_DYNAMIC_DISPATCH(QTargetName)();
-  if (!neon_dotprod_available()) return hwy_name;
-  thread_local std::string name;  // packed Q8_0/Q4_0 take SDOT, the rest the Highway target
-  name = std::string("SDOT+") + hwy_name;
+  // Packed Q8_0/Q4_0 take SDOT (ARM), or AMX from kAmxMinRows rows on (x86); the rest the
+  // Highway target.
+  const char* prefix = neon_dotprod_available() ? "SDOT+" : amx_int8_available() ? "AMX+" : nullptr;
+  if (!prefix) return hwy_name;
+  thread_local std::string name;
+  name = std::string(prefix) + hwy_name;
   return name.c_str();
 }
 

@@ -488,6 +488,7 @@ HWY_EXPORT(PackedRangeDispatch);
 
 void qmatmul_packed_range(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
   if (neon_dotprod_available()) return qmatmul_packed_range_dotprod(a, M, w, y, g0, g1);
+  if (M >= kAmxMinRows && amx_int8_available()) return qmatmul_packed_range_amx(a, M, w, y, g0, g1);
   HWY_DYNAMIC_DISPATCH(PackedRangeDispatch)(a, M, w, y, g0, g1);
 }
 }  // namespace dflash

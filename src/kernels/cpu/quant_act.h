@@ -65,6 +65,13 @@ void qmatmul_packed_range(const QuantActs& a, int M, const WeightMatrix& w, floa
 // (qmatmul_packed_neon.cpp); qmatmul_packed_range calls it when the CPU has it.
 bool neon_dotprod_available();
 void qmatmul_packed_range_dotprod(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1);
+// x86-64: whether the CPU has AMX-TILE and AMX-INT8 (with AVX-512 F/BW) and Linux lets this
+// process use the tiles, and the packed kernel that uses them (qmatmul_amx.cpp, bit-equal to
+// the others; not tested on AMX hardware yet). qmatmul_packed_range calls it for batches of
+// at least kAmxMinRows rows when the CPU has it: a choice made from M and the CPU alone.
+constexpr int kAmxMinRows = 16;
+bool amx_int8_available();
+void qmatmul_packed_range_amx(const QuantActs& a, int M, const WeightMatrix& w, float* y, int64_t g0, int64_t g1);
 
 namespace ref {
 void quantize_acts(const float* x, int M, int64_t K, QuantActs& out);
