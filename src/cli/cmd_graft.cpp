@@ -19,7 +19,7 @@ void add_graft_command(CLI::App& app) {
   auto* sub = app.add_subcommand("graft", "Grow a trained small dense Qwen3 pair into a real shape computing the same function");
   sub->add_option("--model", o->model, "Small target folder (Qwen3ForCausalLM)")->capture_default_str();
   sub->add_option("--draft", o->draft, "Its DFlash or DFlash2 draft folder")->capture_default_str();
-  sub->add_option("--shape", o->shape, "qwen3-1.7b | qwen3-8b | qwen3-graft-test")->required();
+  sub->add_option("--shape", o->shape, "qwen3-1.7b | qwen3-8b | qwen3-graft-test[-untied]")->required();
   sub->add_option("--out", o->out, "Writes OUT/target, OUT/draft and OUT/graft.json")->required();
   sub->add_option("--dtype", o->dtype, "Matrices as bf16 or f32 (norm weights are always f32)")
       ->check(CLI::IsMember({"bf16", "f32"}))

@@ -146,6 +146,17 @@ with tempfile.TemporaryDirectory() as tmp:
     drel = max(rel_diff(b, a) for a, b in zip(sl, bl))
     check("v1 draft: grown logits within 1e-4 relative, the same argmax per row, padding never on top",
           drel <= 1e-4 and all(argmax(b) == argmax(a) < LIVE_V for a, b in zip(sl, bl)), f"worst {drel:.3g}")
+    # An untied grown head (as qwen3-8b's): live rows trained, padding rows the mean, dead
+    # columns random.
+    grown_u = os.path.join(tmp, "grown_u")
+    run("graft", "--shape", "qwen3-graft-test-untied", "--out", grown_u, "--dtype", "f32")
+    ls = logits(SMALL_T, ids, os.path.join(tmp, "s.bin"), LIVE_V)
+    lb = logits(os.path.join(grown_u, "target"), ids, os.path.join(tmp, "b.bin"), V)
+    rel = max(rel_diff(b, a) for a, b in zip(ls, lb))
+    gap = min(max(b[:LIVE_V]) - max(b[LIVE_V:]) for b in lb)
+    check("untied head: logits within 1e-5 relative, padding >= 5 below the live maximum",
+          rel <= 1e-5 and gap >= 5.0 and json.load(open(os.path.join(grown_u, "target", "config.json")))[
+              "tie_word_embeddings"] is False, f"worst {rel:.3g}, gap {gap:.3g}")
     print(f"worst relative logit difference {worst:.3g}, smallest live-max minus padding-max gap {min_gap:.3g}")
 
 finish()
