@@ -5,7 +5,8 @@
 - the grown target's greedy ids equal the small target's, and its logits over the live
   vocabulary agree within 1e-5 (relative to the row's largest logit) at every position;
 - padding ids (4032..4095) never win: the argmax over the whole grown vocabulary stays live,
-  and the padding logits sit below the live maximum by a wide margin;
+  and the padding logits sit >= 1000 below the live maximum (so even the ~148k padding ids of
+  a real vocabulary carry no probability mass at temperature 1);
 - the grown DFlash2 draft proposes the same blocks (and nearly the same logits) as the small
   draft, and a speculative run accepts exactly what the small pair accepts.
 """
@@ -95,9 +96,9 @@ with tempfile.TemporaryDirectory() as tmp:
     st = os.path.join(big_t, "model.safetensors")
     (rows_q, cols_q), q0 = f32_tensor(st, "model.layers.0.self_attn.q_proj.weight")
     (_, cols_u), u5 = f32_tensor(st, "model.layers.5.mlp.up_proj.weight")
-    dead_q = [q0[r * cols_q + c] for r in range(rows_q) for c in range(256, cols_q, 97)]
+    dead_q = [q0[r * cols_q + c] for r in range(rows_q) for c in range(258, cols_q, 97)]  # 256, 257: constant channels
     live_u5 = [u5[r * cols_u + c] for r in range(0, 1024, 7) for c in range(256)]
-    dead_u5 = [u5[r * cols_u + c] for r in range(0, 1024, 7) for c in range(256, cols_u, 31)]
+    dead_u5 = [u5[r * cols_u + c] for r in range(0, 1024, 7) for c in range(258, cols_u, 31)]
     check("dead weights are random, live inputs of extra layers are zero",
           sum(x != 0 for x in dead_q) > 0.99 * len(dead_q) and sum(x != 0 for x in dead_u5) > 0.99 * len(dead_u5)
           and not any(live_u5))
@@ -117,7 +118,7 @@ with tempfile.TemporaryDirectory() as tmp:
               all(argmax(b) == argmax(a) < LIVE_V for a, b in zip(ls, lb)))
         gap = min(max(b[:LIVE_V]) - max(b[LIVE_V:]) for b in lb)
         min_gap = min(min_gap, gap)
-        check(f"prompt {i}: padding logits sit >= 5 below the live maximum", gap >= 5.0, f"gap {gap:.3g}")
+        check(f"prompt {i}: padding logits sit >= 1000 below the live maximum", gap >= 1000.0, f"gap {gap:.3g}")
 
         # The draft on the same context: same block, same logits up to rounding.
         ctx = ids[:-4]
@@ -126,8 +127,9 @@ with tempfile.TemporaryDirectory() as tmp:
         check(f"prompt {i}: the grown draft proposes the small draft's block", si["tokens"] == bi["tokens"],
               f"{si['tokens']} vs {bi['tokens']}")
         drel = max(rel_diff(b, a) for a, b in zip(sl, bl))
-        check(f"prompt {i}: draft logits within 1e-4 relative, padding below the draft's live maximum",
-              drel <= 1e-4 and all(argmax(b) < LIVE_V for b in bl), f"worst {drel:.3g}")
+        dgap = min(max(b[:LIVE_V]) - max(b[LIVE_V:]) for b in bl)
+        check(f"prompt {i}: draft logits within 1e-4 relative, padding >= 1000 below the draft's live maximum",
+              drel <= 1e-4 and dgap >= 1000.0, f"worst {drel:.3g}, gap {dgap:.3g}")
 
         # A speculative run: the same emitted ids and the same acceptance, step by step.
         spec = ("--block-size", "8", "--no-adaptive")
@@ -154,8 +156,8 @@ with tempfile.TemporaryDirectory() as tmp:
     lb = logits(os.path.join(grown_u, "target"), ids, os.path.join(tmp, "b.bin"), V)
     rel = max(rel_diff(b, a) for a, b in zip(ls, lb))
     gap = min(max(b[:LIVE_V]) - max(b[LIVE_V:]) for b in lb)
-    check("untied head: logits within 1e-5 relative, padding >= 5 below the live maximum",
-          rel <= 1e-5 and gap >= 5.0 and json.load(open(os.path.join(grown_u, "target", "config.json")))[
+    check("untied head: logits within 1e-5 relative, padding >= 1000 below the live maximum",
+          rel <= 1e-5 and gap >= 1000.0 and json.load(open(os.path.join(grown_u, "target", "config.json")))[
               "tie_word_embeddings"] is False, f"worst {rel:.3g}, gap {gap:.3g}")
     print(f"worst relative logit difference {worst:.3g}, smallest live-max minus padding-max gap {min_gap:.3g}")
 

@@ -2,6 +2,7 @@
 // docs/graft.md), the configs rewritten, the tokenizer files copied.
 #include "models/graft/graft.h"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -100,7 +101,7 @@ struct LayerGrower {
     auto hid = [&M](int64_t c) { return M.hid(int(c)); };
     auto ffn = [&M](int64_t c) { return M.ffn(int(c)); };
     // Extra layers: nothing read from live channels, nothing written into them.
-    auto no_read = [&M](int64_t c) { return M.hid(int(c)) >= 0 ? kZeroCol : kDead; };
+    auto no_read = [&M](int64_t c) { return M.hid(int(c)) != kDead ? kZeroCol : kDead; };
     auto dead_row = [](int64_t) { return kDead; };
     auto no_write = [&M](int64_t r) { return M.hid(int(r)) >= 0 ? kZeroRow : kDead; };
     auto dead_col = [](int64_t) { return kDead; };
@@ -150,11 +151,10 @@ struct LayerGrower {
   }
 };
 
-// The LM head's live rows plus one more, the mean of the live rows, which every padding token
-// gets. A padding logit is then the mean of the live logits at that position: never above
-// their maximum (a mean of numbers is at most the largest), and when all are equal the argmax
-// tie goes to the lowest id, a live one. For a trained head the gap is many units (the test
-// measures it). Padding ids are never looked up by prompts of the small tokenizer.
+// The LM head's live rows plus one more, the mean of the live rows, which every padding row
+// gets on the live channels: that part of a padding logit is the mean of the live logits at
+// that position, never above their maximum. The constant channels (Padding below) then take
+// it far lower.
 SmallTensor with_mean_row(const SmallTensor& head) {
   SmallTensor t = head;
   std::vector<double> mean(size_t(head.cols), 0.0);
@@ -177,6 +177,31 @@ void write_json(const fs::path& p, const nlohmann::ordered_json& j) {
 }
 
 const char* torch_dtype(DType t) { return t == DType::F32 ? "float32" : "bfloat16"; }
+
+// Padding ids (the big vocabulary past the small one) must never win, also at temperature > 0
+// where ~148k of them would share real mass if they sat at an ordinary logit. Two dead
+// channels c0 = Hs, c1 = Hs+1 of the residual stream carry a constant K (the embedding writes
+// it for every live token; no matrix reads it, no row writes it, so it stays K). The final
+// norm weights them +W and -W, so there n[c0] = -n[c1] = K W / rms > 0 at every position.
+// LM head rows: live tokens K, K (tied: the embedding is the head) or 0, 0 (untied) on
+// (c0, c1), whose contributions cancel: K n0 + K (-n0) = 0; padding tokens -M, +M, which add
+// -2 M n0: with W = 64 sqrt(r) / K this is -2 M 64 / rms_small, about -1e4 for the demo.
+// The constant adds 2 K^2 to every hidden RMSNorm's sum of squares; rms_norm_eps absorbs it:
+// (S + 2K^2)/H_big + eps_big = r (S/H_small + eps_small) for eps_big = (H_small eps_small -
+// 2K^2)/H_big, so the normalised live values stay exact. K is a power of two (exact in bf16)
+// with 2K^2 at most half of H_small eps_small, leaving eps_big positive.
+struct Padding {
+  float K = 0, W = 0, M = 1024;
+  static Padding make(int Hs, double eps, double r) {
+    Padding p;
+    double k = 1.0;
+    while (2 * k * k > Hs * eps / 2) k /= 2;
+    p.K = float(k);
+    p.W = float(64 * std::sqrt(r) / k);
+    return p;
+  }
+  double eps_big(int Hs, int Hb, double eps_small) const { return (Hs * eps_small - 2.0 * double(K) * K) / Hb; }
+};
 
 }  // namespace
 
@@ -205,6 +230,17 @@ void graft_pair(const GraftOptions& o) {
   // far below the 1e-5 the tests allow (docs/graft.md).
   const double r = double(ts.H) / double(b.hidden);
   const float sr = float(std::sqrt(r));
+  need(b.hidden >= ts.H + kConstChannels, "the shape needs two hidden channels beyond the small model's");
+  need(dcfg.value("input_embedding_scale", 1.0) == 1.0, "a draft with input_embedding_scale != 1 is not supported");
+  const Padding pad = Padding::make(ts.H, std::min(ts.eps, ds.eps), r);
+  const int Hs = ts.H, c0 = Hs, c1 = Hs + 1;
+  // The final norms: live weights rescaled, +W and -W on the constant channels.
+  auto final_norm = [&](LayerGrower& g, const std::string& big, const std::string& small) {
+    return patched(g.hidden_norm(big, &small), [c0, c1, pad](int64_t, float* out) {
+      out[c0] = pad.W;
+      out[c1] = -pad.W;
+    });
+  };
 
   fs::create_directories(out / "target");
   fs::create_directories(out / "draft");
@@ -222,19 +258,29 @@ void graft_pair(const GraftOptions& o) {
     const SmallTensor* emb_ext = &keep.back();
     const int Vs = ts.V;
     auto vocab_row = [Vs](int64_t v) { return v < Vs ? int(v) : Vs; };  // padding -> the mean row
-    // The embedding is the residual stream's input: dead channels exactly zero.
-    ts_out.push_back(grow_matrix(p + "embed_tokens.weight", {b.vocab, b.hidden}, emb_ext, vocab_row,
-                                 [&tm](int64_t c) { return tm.hid(int(c)) >= 0 ? int(c) : kZeroCol; }, o.seed, o.dtype));
+    // The embedding is the residual stream's input: dead channels exactly zero but the two
+    // constant ones (K for live tokens; -M, +M for padding, as the tied head needs).
+    ts_out.push_back(patched(grow_matrix(p + "embed_tokens.weight", {b.vocab, b.hidden}, emb_ext, vocab_row,
+                                         [&tm](int64_t c) { return tm.hid(int(c)) >= 0 ? int(c) : kZeroCol; }, o.seed,
+                                         o.dtype),
+                             [Vs, c0, c1, pad](int64_t v, float* out) {
+                               out[c0] = v < Vs ? pad.K : -pad.M;
+                               out[c1] = v < Vs ? pad.K : pad.M;
+                             }));
     for (int l = 0; l < b.n_layers; ++l)
       g.layer(ts_out, p + "layers." + std::to_string(l) + ".", p + "layers." + std::to_string(l) + ".", l < ts.L);
     const std::string fn = p + "norm.weight";
-    ts_out.push_back(g.hidden_norm(fn, &fn));
+    ts_out.push_back(final_norm(g, fn, fn));
     if (!b.tie_embeddings) {
       const SmallTensor* head = ts.tied ? emb : g.get("lm_head.weight");
       keep.push_back(with_mean_row(*head));
       const SmallTensor* head_ext = &keep.back();
-      ts_out.push_back(grow_matrix("lm_head.weight", {b.vocab, b.hidden}, head_ext, vocab_row,
-                                   [&tm](int64_t c) { return tm.hid(int(c)); }, o.seed, o.dtype));
+      ts_out.push_back(patched(grow_matrix("lm_head.weight", {b.vocab, b.hidden}, head_ext, vocab_row,
+                                           [&tm](int64_t c) { return tm.hid(int(c)); }, o.seed, o.dtype),
+                               [Vs, c0, c1, pad](int64_t v, float* out) {
+                                 out[c0] = v < Vs ? 0.0f : -pad.M;
+                                 out[c1] = v < Vs ? 0.0f : pad.M;
+                               }));
     }
     write_grown((out / "target" / "model.safetensors").string(), ts_out);
   }
@@ -246,7 +292,7 @@ void graft_pair(const GraftOptions& o) {
   tj["head_dim"] = b.head_dim;
   tj["intermediate_size"] = b.ffn;
   tj["vocab_size"] = b.vocab;
-  tj["rms_norm_eps"] = ts.eps * r;
+  tj["rms_norm_eps"] = pad.eps_big(ts.H, b.hidden, ts.eps);
   tj["tie_word_embeddings"] = b.tie_embeddings;
   if (tj.contains("max_window_layers")) tj["max_window_layers"] = b.n_layers;
   if (tj.contains("layer_types") && tj["layer_types"].is_array() && !tj["layer_types"].empty())
@@ -282,11 +328,20 @@ void graft_pair(const GraftOptions& o) {
     const std::string p = store.find("fc.weight") ? "" : "model.";
     LayerGrower g{store, keep, dm, o.seed + 1, o.dtype, sr};
     std::vector<GrownTensor> ds_out;
-    const int Hs = ds.H, Hb = b.hidden;
-    ds_out.push_back(grow_matrix("fc.weight", {b.hidden, int64_t(taps.size()) * b.hidden}, g.get(p + "fc.weight"),
-                                 [&dm](int64_t r) { return dm.hid(int(r)); },
-                                 [Hs, Hb](int64_t c) { return c % Hb < Hs ? int(c / Hb * Hs + c % Hb) : kDead; },
-                                 g.seed, o.dtype));
+    const int Hb = b.hidden;
+    // fc reads each tap's live channels; its rows c0, c1 copy the first tap's constant, so the
+    // context rows carry K there too and the draft's hidden_norm sees what its eps expects.
+    ds_out.push_back(patched(grow_matrix("fc.weight", {b.hidden, int64_t(taps.size()) * b.hidden},
+                                         g.get(p + "fc.weight"), [&dm](int64_t r) { return dm.hid(int(r)); },
+                                         [Hs, Hb](int64_t c) {
+                                           const int cc = int(c % Hb);
+                                           return cc < Hs ? int(c / Hb * Hs + cc) : cc < Hs + kConstChannels ? kZeroCol : kDead;
+                                         },
+                                         g.seed, o.dtype),
+                             [c0, c1](int64_t r, float* out) {
+                               if (r == c0) out[c0] = 1.0f;
+                               if (r == c1) out[c1] = 1.0f;
+                             }));
     const std::string hn = p + "hidden_norm.weight", nn = p + "norm.weight";
     ds_out.push_back(g.hidden_norm("hidden_norm.weight", &hn));
     for (int l = 0; l < b.draft_layers; ++l) {
@@ -308,12 +363,15 @@ void graft_pair(const GraftOptions& o) {
           const int st = int(r / Gb), grp = int(r % Gb);
           return live && grp < Gs ? st * Gs + grp : kDead;
         };
-        auto proj_cols = [&dm, live](int64_t c) { return dm.hid(int(c)) >= 0 ? (live ? int(c) : kZeroCol) : kDead; };
+        auto proj_cols = [&dm, live](int64_t c) {
+          const int h = dm.hid(int(c));
+          return h >= 0 ? (live ? h : kZeroCol) : h;
+        };
         ds_out.push_back(grow_matrix(big + proj, {int64_t(2) * K * Gb, Hb}, live ? g.get(small + proj) : nullptr,
                                      proj_rows, proj_cols, g.seed, o.dtype));
       }
     }
-    ds_out.push_back(g.hidden_norm("norm.weight", &nn));
+    ds_out.push_back(final_norm(g, "norm.weight", nn));
     if (v2) {
       // The selector keeps its rank; it reads the live channels of the normed hidden state.
       const SmallTensor* hp = g.get(p + "candidate_selector.hidden_projection.weight");
@@ -338,7 +396,7 @@ void graft_pair(const GraftOptions& o) {
   dj["head_dim"] = b.head_dim;
   dj["intermediate_size"] = b.ffn;
   dj["vocab_size"] = b.vocab;
-  dj["rms_norm_eps"] = ds.eps * r;
+  dj["rms_norm_eps"] = pad.eps_big(ds.H, b.hidden, ds.eps);
   dj["num_target_layers"] = b.n_layers;
   // Per-layer lists (sliding windows, causality) grow with the layers: extra layers repeat the
   // last kind (they compute nothing either way).

@@ -120,6 +120,14 @@ GrownTensor grow_vector(const std::string& name, int64_t n, std::function<float(
   return g;
 }
 
+GrownTensor patched(GrownTensor t, std::function<void(int64_t row, float* out)> patch) {
+  t.row = [base = std::move(t.row), patch = std::move(patch)](int64_t r, float* out) {
+    base(r, out);
+    patch(r, out);
+  };
+  return t;
+}
+
 void write_grown(const std::string& path, std::vector<GrownTensor>& tensors) {
   std::vector<TensorToWrite> meta;
   for (const GrownTensor& t : tensors) meta.push_back(t.meta);

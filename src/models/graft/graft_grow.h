@@ -22,6 +22,7 @@ namespace dflash {
 constexpr int kDead = -1;     // column/row with no small counterpart, input exactly zero
 constexpr int kZeroCol = -2;  // column whose input may be non-zero but must not be read
 constexpr int kZeroRow = -3;  // row that must write nothing
+constexpr int kConstChannels = 2;  // constant channels of the grown residual stream
 
 // A small tensor read whole as fp32, [rows][cols] (rows = product of the leading dims).
 struct SmallTensor {
@@ -43,7 +44,10 @@ struct GrowMaps {
   // The small query head that big query head hb carries, or -1. The GQA groups must line up:
   // small head h (group h / gs, slot h % gs) sits in big group h / gs at slot h % gs.
   int small_q_head(int hb) const;
-  int hid(int c) const { return c < Hs ? c : kDead; }
+  // Hidden channels. The two after the live ones (Hs, Hs+1) hold a constant in the residual
+  // stream (graft.cpp: it pushes the padding logits down): no matrix reads them (kZeroCol) and
+  // the rows writing them are dead rows (zero on every non-zero input).
+  int hid(int c) const { return c < Hs ? c : c < Hs + kConstChannels ? kZeroCol : kDead; }
   int ffn(int i) const { return i < Fs ? i : kDead; }
   // q and k rows: small dim j of a head sits at big dim f*j, so that NeoX RoPE's pair
   // (j, j + hds/2) lands on the big pair (f*j, f*j + hdb/2) with the same frequency
@@ -72,6 +76,9 @@ GrownTensor grow_matrix(const std::string& name, std::vector<int64_t> shape, con
 // A 1-D tensor: value(i) for every i (norm weights; written F32 so that scaled values are not
 // rounded again).
 GrownTensor grow_vector(const std::string& name, int64_t n, std::function<float(int64_t)> value);
+
+// `t` with each row passed through `patch` after it is generated (a few special entries).
+GrownTensor patched(GrownTensor t, std::function<void(int64_t row, float* out)> patch);
 
 // Writes `tensors` to path in `dtype` order, converting each row from fp32.
 void write_grown(const std::string& path, std::vector<GrownTensor>& tensors);
