@@ -6,19 +6,20 @@
 #include "bench/model_speed.h"
 #include "cli/commands.h"
 #include "models/graft/graft.h"
+#include "models/model_files.h"
 #include "util/error.h"
 
 namespace dflash::cli {
 
 void add_graft_command(CLI::App& app) {
   struct Opts {
-    std::string model = "models/demo/target", draft = "models/demo/draft2", shape, out, dtype = "bf16";
+    std::string model, draft, shape, out, dtype = "bf16";
     uint64_t seed = 1;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("graft", "Grow a trained small dense Qwen3 pair into a real shape computing the same function");
-  sub->add_option("--model", o->model, "Small target folder (Qwen3ForCausalLM)")->capture_default_str();
-  sub->add_option("--draft", o->draft, "Its DFlash or DFlash2 draft folder")->capture_default_str();
+  sub->add_option("--model", o->model, "Small target folder (Qwen3ForCausalLM); default: the shipped models/demo/target");
+  sub->add_option("--draft", o->draft, "Its DFlash or DFlash2 draft folder; default: the shipped models/demo/draft2");
   sub->add_option("--shape", o->shape, "qwen3-1.7b | qwen3-8b | qwen3-graft-test[-untied]")->required();
   sub->add_option("--out", o->out, "Writes OUT/target, OUT/draft and OUT/graft.json")->required();
   sub->add_option("--dtype", o->dtype, "Matrices as bf16 or f32 (norm weights are always f32)")
@@ -30,8 +31,9 @@ void add_graft_command(CLI::App& app) {
     if (!c.arch || c.architecture != "Qwen3ForCausalLM")
       throw Error("graft grows dense Qwen3 shapes only (qwen3-1.7b, qwen3-8b, qwen3-graft-test), not '" + o->shape + "'");
     GraftOptions g;
-    g.model = o->model;
-    g.draft = o->draft;
+    // The shipped dense demo pair (not resolve_model_dir's default, the Qwen3.5 hybrid one).
+    g.model = o->model.empty() ? shipped_path("models/demo/target") : o->model;
+    g.draft = o->draft.empty() ? shipped_path("models/demo/draft2") : o->draft;
     g.out = o->out;
     g.dtype = o->dtype == "f32" ? DType::F32 : DType::BF16;
     g.seed = o->seed;
