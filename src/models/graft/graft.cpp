@@ -69,8 +69,8 @@ GrowMaps maps_for(const SmallDims& s, const GraftShape& b, const char* who) {
   return GrowMaps{s.H, b.hidden, s.hd, b.head_dim, s.nH, b.n_heads, s.nKV, b.n_kv_heads, s.F, b.ffn};
 }
 
-// The decoder-layer tensors both the target and the draft have, for layer l of the big model
-// (`small_live`: l is one of the small model's layers, which keep their index).
+// The decoder-layer tensors both the target and the draft have, for one layer of the big model
+// (`live`: it is one of the small model's layers, which keep their index; else an extra one).
 struct LayerGrower {
   const TensorStore& store;
   std::deque<SmallTensor>& keep;
@@ -223,15 +223,19 @@ void graft_pair(const GraftOptions& o) {
   need(ts.tied || !b.tie_embeddings, "a tied shape cannot carry an untied small head");
   const GrowMaps tm = maps_for(ts, b, "the small target's");
   const GrowMaps dm = maps_for(ds, b, "the small draft's");
-  // RMSNorm over H: mean(x^2) over H_big is (H_small/H_big) mean(x^2) over H_small, so live
-  // weights * sqrt(r) and eps * r keep the normalised live values. The per-head q/k norms share
-  // this eps (one rms_norm_eps per config) but would want eps * hds/hdb; the difference is
-  // eps * (1 - r*hdb/hds) added to a head's mean square (about 1e-6 against values of order 1),
-  // far below the 1e-5 the tests allow (docs/graft.md).
+  // RMSNorm over H: mean(x^2) over H_big is r = H_small/H_big times mean(x^2) over H_small, so
+  // live weights * sqrt(r) and eps * r (less the constant channels' share, Padding) keep the
+  // normalised live values. The per-head q/k norms share this eps (one rms_norm_eps per config)
+  // but would want eps * hds/hdb: a head's mean square then carries less than eps (1e-6) too
+  // little against values of order 1, which moves logits by ~5e-7 relative, inside the tests'
+  // 1e-5 (docs/graft.md).
   const double r = double(ts.H) / double(b.hidden);
   const float sr = float(std::sqrt(r));
   need(b.hidden >= ts.H + kConstChannels, "the shape needs two hidden channels beyond the small model's");
-  need(dcfg.value("input_embedding_scale", 1.0) == 1.0, "a draft with input_embedding_scale != 1 is not supported");
+  // The draft's residual must carry the same constant as the target's (see Padding).
+  need(!dcfg.contains("input_embedding_scale") || !dcfg["input_embedding_scale"].is_number() ||
+           dcfg["input_embedding_scale"].get<double>() == 1.0,
+       "a draft with input_embedding_scale != 1 is not supported");
   const Padding pad = Padding::make(ts.H, std::min(ts.eps, ds.eps), r);
   const int Hs = ts.H, c0 = Hs, c1 = Hs + 1;
   // The final norms: live weights rescaled, +W and -W on the constant channels.
