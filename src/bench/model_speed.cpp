@@ -79,13 +79,21 @@ ModelConfig shape_config(const std::string& name) {
   } else if (name == "qwen3-1.7b") {
     c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
     c.hidden = 2048, c.n_layers = 28, c.n_heads = 16, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 6144;
+  } else if (name == "qwen3-8b") {
+    c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
+    c.hidden = 4096, c.n_layers = 36, c.n_heads = 32, c.n_kv_heads = 8, c.head_dim = 128, c.ffn = 12288;
+    c.tie_embeddings = false;  // Qwen3-8B has its own LM head
+  } else if (name == "qwen3-graft-test" || name == "qwen3-graft-test-untied") {  // dflash graft's tests: small files
+    c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
+    c.hidden = 1024, c.n_layers = 6, c.n_heads = 8, c.n_kv_heads = 2, c.head_dim = 128, c.ffn = 1024, c.vocab = 4096;
+    c.tie_embeddings = name == "qwen3-graft-test";  // the untied one as qwen3-8b's head is
   } else if (name == "tiny") {  // for smoke tests of the bench itself
     c.arch = find_arch_by_hf_name("Qwen3ForCausalLM");
     c.hidden = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.ffn = 512, c.vocab = 4096;
   } else if (name.rfind("qwen3.5-", 0) == 0) {
     return qwen35_shape_config(name);
   } else {
-    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, tiny, qwen3.5-0.8b, "
+    throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, qwen3-8b, qwen3-graft-test, qwen3-graft-test-untied, tiny, qwen3.5-0.8b, "
                 "qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny)");
   }
   c.architecture = c.arch->hf_name;

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   dflash::cli::add_template_command(app);
   dflash::cli::add_serve_command(app);
   dflash::cli::add_convert_command(app);
+  dflash::cli::add_graft_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

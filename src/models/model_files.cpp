@@ -33,6 +33,12 @@ std::string resolve_model_dir(const std::string& given) {
   throw Error("no --model given and no demo model (models/demo35/target, models/demo/target) was found");
 }
 
+std::string shipped_path(const std::string& rel) {
+  for (const std::string& base : {std::string("."), exe_dir() + "/..", exe_dir() + "/../share/dflash"})
+    if (file_exists(base + "/" + rel + "/config.json")) return std::filesystem::path(base + "/" + rel).lexically_normal().string();
+  return rel;
+}
+
 std::string demo_draft_beside(const std::string& target_dir) {
   // The DFlash2 draft accepts more than the DFlash one (held-out tau 3.2 against 1.6 at block
   // size 8 on the dense demo pair), so it is preferred.

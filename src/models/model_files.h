@@ -17,6 +17,9 @@ namespace dflash {
 // Qwen3.5 hybrid, else models/demo/target;
 // looked for from the current folder and beside the executable).
 std::string resolve_model_dir(const std::string& given);
+// A shipped model folder (e.g. "models/demo/target"), looked for as resolve_model_dir looks;
+// `rel` itself when none is found (the error then names it).
+std::string shipped_path(const std::string& rel);
 // The shipped demo draft beside a demo target folder (draft2, else draft); "" when none.
 std::string demo_draft_beside(const std::string& target_dir);
 // A --weights value as LoadOptions::weights: "native" keeps the checkpoint's dtype (nullopt);
