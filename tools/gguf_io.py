@@ -138,3 +138,19 @@ def rewrite(src, dst, edit_kv=None, edit_tensors=None):
     if edit_tensors:
         tensors = edit_tensors(tensors)
     write(dst, kv, tensors, g.version)
+
+
+def read_kv(path):
+    """Only the metadata of a (possibly multi-GB) GGUF file: [(key, type, value)], read through mmap."""
+    import mmap
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as b:
+        if b[:4] != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file")
+        _, _, n_kv = struct.unpack_from("<IQQ", b, 4)
+        p, kv = 24, []
+        for _ in range(n_kv):
+            key, p = _read_str(b, p)
+            (t,) = struct.unpack_from("<I", b, p)
+            v, p = _read_val(b, p + 4, t)
+            kv.append((key, t, v))
+        return kv

@@ -5,6 +5,9 @@
 //   node tools/bench/llamacpp_peer.mjs continue --model F.gguf --ids 1,2,3 --n 16 [--threads T]
 //   node tools/bench/llamacpp_peer.mjs bench --model F.gguf [--threads T] [--pp 512] [--tg 128]
 //        [--batches 1,2,4,5,8,16,32] [--ctx 128] [--reps 3]  (dflash bench passes --reps 5)
+//   node tools/bench/llamacpp_peer.mjs load --model F.gguf
+//        (llama.cpp's loader only: hyperparameters, every tensor's name and shape, the vocab;
+//        prints {ok: true, ...} or {ok: false, error, log} where the load fails; exit 0 both ways)
 // No download and no build: getLlama({build: "never"}) uses the installed binary or fails.
 // Written against node-llama-cpp 3.22.1 (LlamaContextSequence.evaluate,
 // evaluateWithoutGeneratingNewTokens, controlledEvaluate, eraseContextTokenRanges, clearHistory).
@@ -37,7 +40,26 @@ async function loadLlamaPackage() {
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
-  const { getLlama } = await loadLlamaPackage();
+  const { getLlama, LlamaLogLevel } = await loadLlamaPackage();
+  if (o.mode === "load") {
+    // llama.cpp's own messages say why a file is refused; keep them for the answer.
+    const log = [];
+    const llama = await getLlama({
+      gpu: false, build: "never", logLevel: "info", maxThreads: 1,
+      logger: (level, message) => { if (level !== LlamaLogLevel.debug) log.push(message.trimEnd()); },
+    });
+    try {
+      const model = await llama.loadModel({ modelPath: o.model, useMmap: true, gpuLayers: 0 });
+      const info = log.filter((l) => /load_arch_(hparams|tensors)|arch +=|n_vocab +=|n_layer +=|n_embd +=/.test(l));
+      console.log(JSON.stringify({ ok: true, size: model.size, trained_context: model.trainContextSize, info }));
+      await model.dispose();
+    } catch (e) {
+      const errs = log.filter((l) => /error|failed|wrong|missing|key not found|check_tensor/i.test(l));
+      console.log(JSON.stringify({ ok: false, error: String(e && e.message ? e.message : e), log: errs }));
+    }
+    await llama.dispose();
+    return;
+  }
   // maxThreads caps the instance (its CPU default is max(math cores, 4)); the context asks for
   // exactly o.threads (ideal and min), so both engines compute with the same thread count.
   const llama = await getLlama({ gpu: false, build: "never", logLevel: "error", maxThreads: o.threads });
@@ -110,7 +132,7 @@ async function main() {
     }));
     await context.dispose();
   } else {
-    throw new Error(`unknown mode '${o.mode}' (continue | bench)`);
+    throw new Error(`unknown mode '${o.mode}' (continue | bench | load)`);
   }
   await model.dispose();
   await llama.dispose();
