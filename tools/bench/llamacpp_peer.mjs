@@ -44,16 +44,28 @@ async function main() {
   if (o.mode === "load") {
     // llama.cpp's own messages say why a file is refused; keep them for the answer.
     const log = [];
+    // llama.cpp's messages reach the logger asynchronously, some after loadModel resolves:
+    // wait until none has arrived for 300 ms (at most 5 s) before reading them.
+    let lastLog = Date.now();
+    const settle = async () => {
+      const start = Date.now();
+      while (Date.now() - lastLog < 300 && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 50));
+    };
     const llama = await getLlama({
       gpu: false, build: "never", logLevel: "info", maxThreads: 1,
-      logger: (level, message) => { if (level !== LlamaLogLevel.debug) log.push(message.trimEnd()); },
+      logger: (level, message) => {
+        lastLog = Date.now();
+        if (level !== LlamaLogLevel.debug) log.push(message.trimEnd());
+      },
     });
     try {
       const model = await llama.loadModel({ modelPath: o.model, useMmap: true, gpuLayers: 0 });
+      await settle();
       const info = log.filter((l) => /load_arch_(hparams|tensors)|arch +=|n_vocab +=|n_layer +=|n_embd +=/.test(l));
       console.log(JSON.stringify({ ok: true, size: model.size, trained_context: model.trainContextSize, info }));
       await model.dispose();
     } catch (e) {
+      await settle();
       const errs = log.filter((l) => /error|failed|wrong|missing|key not found|check_tensor/i.test(l));
       console.log(JSON.stringify({ ok: false, error: String(e && e.message ? e.message : e), log: errs }));
     }
