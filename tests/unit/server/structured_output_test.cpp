@@ -194,7 +194,9 @@ TEST(StructuredOutput, AutoModeBlocksAfterTheTagAreValidCalls) {
       for (const ToolCallDelta& d : deltas) {
         ASSERT_LT(size_t(d.index), args.size());
         heads += d.first;
-        if (d.first) EXPECT_EQ(p.calls[size_t(d.index)].name, d.name);
+        if (d.first) {
+          EXPECT_EQ(p.calls[size_t(d.index)].name, d.name);
+        }
         args[size_t(d.index)] += d.arguments;
       }
       EXPECT_EQ(int(p.calls.size()), heads);
