@@ -178,6 +178,24 @@ void write_json(const fs::path& p, const nlohmann::ordered_json& j) {
 
 const char* torch_dtype(DType t) { return t == DType::F32 ? "float32" : "bfloat16"; }
 
+// A small config rewritten for the big shape: the sizes target and draft share, `layers`
+// layers, the rescaled eps; per-layer lists (sliding windows, causality) grow with the layers,
+// extra layers repeating the last kind (they compute nothing either way).
+nlohmann::ordered_json grown_config(nlohmann::ordered_json j, const GraftShape& b, int layers, double eps, DType dtype) {
+  j["hidden_size"] = b.hidden;
+  j["num_hidden_layers"] = layers;
+  j["num_attention_heads"] = b.n_heads;
+  j["num_key_value_heads"] = b.n_kv_heads;
+  j["head_dim"] = b.head_dim;
+  j["intermediate_size"] = b.ffn;
+  j["vocab_size"] = b.vocab;
+  j["rms_norm_eps"] = eps;
+  if (j.contains("layer_types") && j["layer_types"].is_array() && !j["layer_types"].empty())
+    while (int(j["layer_types"].size()) < layers) j["layer_types"].push_back(j["layer_types"].back());
+  j["torch_dtype"] = torch_dtype(dtype);
+  return j;
+}
+
 // Padding ids (the big vocabulary past the small one) must never win, also at temperature > 0
 // where ~148k of them would share real mass if they sat at an ordinary logit. Two dead
 // channels c0 = Hs, c1 = Hs+1 of the residual stream carry a constant K (the embedding writes
@@ -288,20 +306,9 @@ void graft_pair(const GraftOptions& o) {
     }
     write_grown((out / "target" / "model.safetensors").string(), ts_out);
   }
-  nlohmann::ordered_json tj = tcfg;
-  tj["hidden_size"] = b.hidden;
-  tj["num_hidden_layers"] = b.n_layers;
-  tj["num_attention_heads"] = b.n_heads;
-  tj["num_key_value_heads"] = b.n_kv_heads;
-  tj["head_dim"] = b.head_dim;
-  tj["intermediate_size"] = b.ffn;
-  tj["vocab_size"] = b.vocab;
-  tj["rms_norm_eps"] = pad.eps_big(ts.H, b.hidden, ts.eps);
+  nlohmann::ordered_json tj = grown_config(tcfg, b, b.n_layers, pad.eps_big(ts.H, b.hidden, ts.eps), o.dtype);
   tj["tie_word_embeddings"] = b.tie_embeddings;
   if (tj.contains("max_window_layers")) tj["max_window_layers"] = b.n_layers;
-  if (tj.contains("layer_types") && tj["layer_types"].is_array() && !tj["layer_types"].empty())
-    while (int(tj["layer_types"].size()) < b.n_layers) tj["layer_types"].push_back(tj["layer_types"].back());
-  tj["torch_dtype"] = torch_dtype(o.dtype);
   write_json(out / "target" / "config.json", tj);
   for (const char* n : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja",
                         "special_tokens_map.json", "vocab.json", "merges.txt"})
@@ -392,21 +399,8 @@ void graft_pair(const GraftOptions& o) {
     }
     write_grown((out / "draft" / "model.safetensors").string(), ds_out);
   }
-  nlohmann::ordered_json dj = dcfg;
-  dj["hidden_size"] = b.hidden;
-  dj["num_hidden_layers"] = b.draft_layers;
-  dj["num_attention_heads"] = b.n_heads;
-  dj["num_key_value_heads"] = b.n_kv_heads;
-  dj["head_dim"] = b.head_dim;
-  dj["intermediate_size"] = b.ffn;
-  dj["vocab_size"] = b.vocab;
-  dj["rms_norm_eps"] = pad.eps_big(ds.H, b.hidden, ds.eps);
+  nlohmann::ordered_json dj = grown_config(dcfg, b, b.draft_layers, pad.eps_big(ds.H, b.hidden, ds.eps), o.dtype);
   dj["num_target_layers"] = b.n_layers;
-  // Per-layer lists (sliding windows, causality) grow with the layers: extra layers repeat the
-  // last kind (they compute nothing either way).
-  if (dj.contains("layer_types") && dj["layer_types"].is_array() && !dj["layer_types"].empty())
-    while (int(dj["layer_types"].size()) < b.draft_layers) dj["layer_types"].push_back(dj["layer_types"].back());
-  dj["torch_dtype"] = torch_dtype(o.dtype);
   if (dj.contains("target_layer_ids")) dj["target_layer_ids"] = taps;
   else {
     if (!dj.contains("dflash_config") || !dj["dflash_config"].is_object()) dj["dflash_config"] = nlohmann::ordered_json::object();
