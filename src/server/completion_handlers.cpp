@@ -113,8 +113,8 @@ void setup_constraint(Job& job, const ApiRequest& api, Engine& e) {
                    "response_format and tool_choice \"required\" (or a named function) both fix the answer's form; "
                    "send one of them",
                    "invalid_request_error", "response_format", "invalid_value");
+  if (!json && !job.tools) return;  // (a forced call always comes with job.tools)
   const bool auto_tools = job.tools && !job.gen.forced_tool_call;
-  if (!json && !job.gen.forced_tool_call && !auto_tools) return;
   const ReasoningStart r =
       job.chat ? reasoning_start(job.gen.prompt, e.tokenizer(), e.think_tokens()) : ReasoningStart::None;
   if (job.gen.forced_tool_call) {
