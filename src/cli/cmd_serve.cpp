@@ -95,11 +95,20 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--threads", s.engine.threads, "Worker threads (default: all cores)")->check(CLI::Range(0, 1024));
   sub->add_option("--weights", s.engine.weights, "native (the checkpoint's own dtypes) | bf16 | q8 | q4 | f32 | f16")->capture_default_str();
   sub->add_option("--chunk-size", s.engine.chunk_size, "Prefill chunk size")->check(CLI::Range(1, 1 << 20));
+  s.engine.parallel = 0;
+  sub->add_option("--parallel", s.engine.parallel,
+                  "Slots: requests generated at once, batched into one pass per step (0: from memory, 2-4)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  sub->add_option("--prefill-budget", s.engine.prefill_budget,
+                  "Prompt rows a slot puts in one pass while other slots generate")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   add_cache_type_options(sub, o->cache);
   sub->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' (except /health and the page)")
       ->envname("DFLASH_API_KEY");
   sub->add_option("--alias", s.alias, "The model's name in the API (default: its folder name)");
-  sub->add_option("--queue-size", s.queue_size, "Requests that may wait behind the running one (then 503)")
+  sub->add_option("--queue-size", s.queue_size, "Requests that may wait for a free slot (then 503)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   sub->add_option("--log-format", s.log_format, "text | json")->capture_default_str();

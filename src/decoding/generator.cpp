@@ -64,13 +64,13 @@ void Generator::prefill() {
   // The chunk that reaches the prompt checkpoint stops there; batch invariance keeps the bits.
   const int stop = checkpoint_row();
   while (pos < n_prompt_) {
-    const int n = std::min(params_.chunk_size, (pos < stop ? stop : n_prompt_) - pos);
+    const int n = std::min(prefill_chunk(), (pos < stop ? stop : n_prompt_) - pos);
     ForwardArgs a;
     a.tokens = tokens_.data() + pos;
     a.n = n;
     a.logits_from = pos + n == n_prompt_ ? n - 1 : n;  // logits only for the prompt's last row
     a.logits = logits_.data();
-    model_.forward(*state_, a);
+    run_forward(a);
     pos += n;
     if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }
@@ -90,6 +90,16 @@ bool Generator::timed_accept(TokenConstraint& c, int32_t t) {
   const bool ok = c.accept(t);
   timings_.mask_s += now_seconds() - t0;
   return ok;
+}
+
+void Generator::run_forward(const ForwardArgs& a) {
+  if (batcher_) batcher_->forward(*state_, a);
+  else model_.forward(*state_, a);
+}
+
+void Generator::run_compute(const std::function<void()>& f) {
+  if (batcher_) batcher_->compute(f);
+  else f();
 }
 
 bool Generator::is_stop(int32_t t) const {
@@ -157,7 +167,7 @@ bool Generator::step(std::vector<int32_t>& out) {
     a.tokens = tokens_.data() + state_->length();
     a.n = pending_rows();
     a.logits = logits_.data();
-    model_.forward(*state_, a);
+    run_forward(a);
   }
   const int32_t t =
       sampler_.sample(logits_.data(), model_.config().vocab, tokens_, uint64_t(n_generated_), allowed_now());

@@ -3,11 +3,13 @@
 // stream and cancel. The speculative decoder implements the same interface.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "decoding/logprobs.h"
 #include "decoding/sampler.h"
+#include "decoding/step_batcher.h"
 #include "decoding/token_constraint.h"
 #include <memory>
 
@@ -64,6 +66,11 @@ class Generator {
   // Prompt tokens whose KV came from the previous request's cache (prefix reuse).
   int cached_tokens() const { return cached_tokens_; }
   int generated() const { return n_generated_; }
+  // Runs this generator's passes through a batcher shared with other slots (continuous
+  // batching in the server); null: straight to the model. Outputs do not depend on it.
+  void set_batcher(StepBatcher* b) { batcher_ = b; }
+  // Positions of the prompt/context this generator's state holds now.
+  int cached_length() const { return state_->length(); }
 
   FinishReason finish_reason() const { return finish_; }
   const Timings& timings() const { return timings_; }
@@ -91,6 +98,12 @@ class Generator {
   const uint64_t* timed_mask(TokenConstraint& c);
   bool timed_accept(TokenConstraint& c, int32_t t);
   bool is_stop(int32_t t) const;
+  // The model pass of this sequence's rows, batched with other slots' when a batcher is set.
+  void run_forward(const ForwardArgs& a);
+  // Other model work (a draft's passes) under the batcher's compute lock.
+  void run_compute(const std::function<void()>& f);
+  // The next prefill chunk's length (smaller beside other active slots).
+  int prefill_chunk() const { return batcher_ ? batcher_->prefill_rows(params_.chunk_size) : params_.chunk_size; }
 
   const TargetModel& model_;
   std::unique_ptr<SequenceState> state_;  // the target's: its KV cache (and any recurrent state)
@@ -107,6 +120,7 @@ class Generator {
   Timings timings_;
   double t_start_ = 0, t_first_ = 0;
   std::atomic<bool> cancelled_{false};
+  StepBatcher* batcher_ = nullptr;
 };
 
 }  // namespace dflash

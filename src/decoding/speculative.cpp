@@ -49,7 +49,7 @@ void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const Gener
   Generator::start(prompt, params);
   // Context the last request left pending is fed only as far as the reused prefix reaches.
   const int need = std::min(pending_n_, state_->length() - draft_state_->length());
-  if (need > 0) draft_.add_context(*draft_state_, pending_taps_.data(), need);
+  if (need > 0) run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), need); });
   pending_taps_.clear();
   pending_n_ = 0;
   // The draft's context rows mirror the target's cached positions: both go back to the
@@ -84,7 +84,7 @@ void SpeculativeGenerator::prefill_with_taps() {
   // The chunk that reaches the prompt checkpoint stops there; batch invariance keeps the bits.
   const int stop = checkpoint_row();
   while (pos < n_prompt_) {
-    const int n = std::min(params_.chunk_size, (pos < stop ? stop : n_prompt_) - pos);
+    const int n = std::min(prefill_chunk(), (pos < stop ? stop : n_prompt_) - pos);
     taps_.resize(size_t(n) * F);
     ForwardArgs a;
     a.tokens = tokens_.data() + pos;
@@ -93,8 +93,8 @@ void SpeculativeGenerator::prefill_with_taps() {
     a.logits = logits_.data();
     a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
-    model_.forward(*state_, a);
-    draft_.add_context(*draft_state_, taps_.data(), n);
+    run_forward(a);
+    run_compute([&] { draft_.add_context(*draft_state_, taps_.data(), n); });
     pos += n;
     if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }
@@ -118,7 +118,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
     a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
   }
-  model_.forward(*state_, a);
+  run_forward(a);
   if (draft_on_) {
     if (n == 1) controller_.record_plain(now_seconds() - t0);
     pending_taps_.insert(pending_taps_.end(), taps_.begin(), taps_.end());
@@ -133,7 +133,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
 
 void SpeculativeGenerator::flush_pending_context() {
   if (pending_n_ == 0) return;
-  draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_);
+  run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_); });
   pending_taps_.clear();
   pending_n_ = 0;
 }
@@ -168,11 +168,13 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
     for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
     // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
     // drafts greedily there.
-    draft_.propose_tokens(*draft_state_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt);
+    run_compute([&] {
+      draft_.propose_tokens(*draft_state_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt);
+    });
     if (dt.finite && (int(dt.tokens.size()) != B - 1 || (probabilistic && int(dt.q.size()) != B - 1)))
       throw Error("drafter returned a malformed proposal");
   } else {
-    draft_.propose(*draft_state_, last, B, dlogits.data());
+    run_compute([&] { draft_.propose(*draft_state_, last, B, dlogits.data()); });
   }
   const double t1 = now_seconds();
   if (token_draft ? !dt.finite : !all_finite(dlogits.data(), dlogits.size())) {
@@ -234,7 +236,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   a.capture_layers = &draft_.target_layers();
   a.capture = taps_.data();
   a.rollback_rows = true;  // the rows past the accepted prefix are rolled back below
-  model_.forward(*state_, a);
+  run_forward(a);
   const double t2 = now_seconds();
 
   // Walk the block: accept while the draft agrees with the target, then one bonus token. The
@@ -280,7 +282,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   // Keep the rows of the committed tokens (last + accepted drafts); their taps become the
   // draft's new context.
   state_->rollback(start + accepted + 1);
-  draft_.add_context(*draft_state_, taps_.data(), accepted + 1);
+  run_compute([&] { draft_.add_context(*draft_state_, taps_.data(), accepted + 1); });
   const double t3 = now_seconds();
 
   stats_.drafted += B - 1;

@@ -261,10 +261,13 @@ void HttpServer::run_job(std::shared_ptr<Job> job, httplib::Response& res) {
   std::unique_ptr<RequestQueue::Ticket> ticket = queue_.try_enter();
   if (!ticket) {
     metrics_.record_rejected();
-    // Full means one request holds (or is about to take) the turn and every place behind it
-    // is taken; the live counters can be caught between those two states.
+    // Full means every slot is held (or about to be taken) and every place behind them is
+    // taken; the live counters can be caught between those two states.
+    const int slots = queue_.slots();
+    const std::string running =
+        slots == 1 ? "one request is running" : std::to_string(slots) + " requests are running (--parallel)";
     throw ApiError(503,
-                   "the server is busy: one request is running and " + std::to_string(queue_.capacity()) +
+                   "the server is busy: " + running + " and " + std::to_string(queue_.capacity()) +
                        " are waiting, the most the queue holds (--queue-size); retry shortly",
                    "server_error", "", "queue_full");
   }

@@ -9,6 +9,7 @@
 #include "server/stop_strings.h"
 #include "server/think_cap.h"
 #include "util/error.h"
+#include "util/peak_rss.h"
 #include "util/timer.h"
 
 namespace dflash::server {
@@ -35,6 +36,16 @@ void add_stats(SpecStats& sum, const SpecStats& s) {
   if (s.speculation.rfind("fallback:", 0) == 0) sum.speculation = s.speculation;
 }
 
+// As many slots as a quarter of the memory free now holds of full-context states, 2 to 4:
+// a slot's state is reserved at its full context (its pages are mapped as it fills).
+int default_parallel(const TargetModel& model, const DFlashDraft* draft, int ctx) {
+  size_t per_slot = model.new_state(ctx)->bytes();
+  if (draft) per_slot += draft->new_state(ctx)->bytes();
+  const size_t avail = available_memory_bytes();
+  if (per_slot == 0 || avail == 0) return 2;
+  return int(std::clamp<size_t>(avail / 4 / per_slot, 2, 4));
+}
+
 }  // namespace
 
 Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
@@ -44,16 +55,22 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
   const ModelConfig& cfg = model_->config();
   ctx_size_ = opt.ctx_size > 0 ? opt.ctx_size : std::min(cfg.max_position > 0 ? cfg.max_position : 4096, 8192);
   prompt_checkpoints_ = model_->new_state(1)->wants_checkpoints();
-  if (draft_) {
-    SpecParams sp;
-    sp.block_size = opt.block_size > 0 ? opt.block_size : draft_->config().block_size;
-    sp.adaptive = opt.adaptive;
-    block_size_ = sp.block_size;
-    auto sg = std::make_unique<SpeculativeGenerator>(*model_, *draft_, ctx_size_, sp);
-    spec_ = sg.get();
-    gen_ = std::move(sg);
-  } else {
-    gen_ = std::make_unique<Generator>(*model_, ctx_size_);
+  const int n_slots = opt.parallel > 0 ? opt.parallel : default_parallel(*model_, draft_.get(), ctx_size_);
+  if (n_slots > 1) batcher_ = std::make_unique<StepBatcher>(*model_, opt.prefill_budget);
+  slots_.resize(size_t(n_slots));
+  for (Slot& slot : slots_) {
+    if (draft_) {
+      SpecParams sp;
+      sp.block_size = opt.block_size > 0 ? opt.block_size : draft_->config().block_size;
+      sp.adaptive = opt.adaptive;
+      block_size_ = sp.block_size;
+      auto sg = std::make_unique<SpeculativeGenerator>(*model_, *draft_, ctx_size_, sp);
+      slot.spec = sg.get();
+      slot.gen = std::move(sg);
+    } else {
+      slot.gen = std::make_unique<Generator>(*model_, ctx_size_);
+    }
+    slot.gen->set_batcher(batcher_.get());
   }
   think_ = ThinkTokens::from(*tok_);
   if (think_.known()) think_close_ = think_close_tokens(*tok_);
@@ -90,13 +107,84 @@ StructuredOutput& Engine::structured() {
 
 void Engine::shut_down() {
   shut_down_.store(true);
-  gen_->cancel();
+  for (Slot& s : slots_) s.gen->cancel();
+}
+
+// Which free slot a prompt takes: the one whose cached context it continues, when the prompt
+// reuses at least half of what that slot holds (a follow-up turn; llama.cpp's slot similarity
+// has the same default); else the least recently used, so that a new conversation, which
+// shares only the template's first tokens with every slot, does not evict a live one.
+Engine::Slot& Engine::acquire(const std::vector<int32_t>& prompt) {
+  std::lock_guard<std::mutex> lk(slots_mu_);
+  Slot *best = nullptr, *lru = nullptr;
+  size_t best_common = 0;
+  for (Slot& s : slots_) {
+    if (s.busy) continue;
+    if (!lru || s.last_used < lru->last_used) lru = &s;
+    const std::vector<int32_t>& had = s.gen->tokens();
+    size_t common = 0;
+    while (common < had.size() && common < prompt.size() && had[common] == prompt[common]) ++common;
+    if (common > 0 && common * 2 >= had.size() && common > best_common) {
+      best = &s;
+      best_common = common;
+    }
+  }
+  if (!best) best = lru;
+  if (!best) throw Error("no free slot (the queue admits at most --parallel requests)");
+  best->busy = true;
+  best->last_used = ++use_clock_;
+  return *best;
+}
+
+void Engine::release(Slot& s, int tokens) {
+  std::lock_guard<std::mutex> lk(slots_mu_);
+  s.busy = false;
+  ++s.requests;
+  s.tokens += uint64_t(tokens);
+}
+
+std::vector<SlotInfo> Engine::slot_info() const {
+  std::lock_guard<std::mutex> lk(slots_mu_);
+  std::vector<SlotInfo> out;
+  for (const Slot& s : slots_) {
+    SlotInfo i;
+    i.busy = s.busy;
+    i.requests = s.requests;
+    i.tokens = s.tokens;
+    // A busy slot's state changes under its own thread: only idle slots report what they hold.
+    i.cached_tokens = s.busy ? -1 : s.gen->cached_length();
+    out.push_back(i);
+  }
+  return out;
+}
+
+BatchStats Engine::batch_stats() const {
+  if (batcher_) return batcher_->stats();
+  BatchStats b;
+  std::lock_guard<std::mutex> lk(slots_mu_);
+  for (const Slot& s : slots_) b.active += s.busy ? 1 : 0;
+  return b;
 }
 
 GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
+  Slot& slot = acquire(req.prompt);
+  int generated = 0;
+  struct Release {
+    Engine* e;
+    Slot& s;
+    int& n;
+    ~Release() { e->release(s, n); }
+  } release{this, slot, generated};
+  StepBatcher::Slot in_batch(batcher_.get());
+  GenResult r = generate_in(req, sink, *slot.gen, slot.spec);
+  generated = r.completion_tokens();
+  return r;
+}
+
+GenResult Engine::generate_in(const GenRequest& req, const DeltaSink& sink, Generator& gen, SpeculativeGenerator* spec) {
   GenResult r;
   r.prompt_tokens = int(req.prompt.size());
-  if (spec_) {
+  if (spec) {
     r.spec.block_size = block_size_;
     r.spec.speculation = "on";
   }
@@ -139,12 +227,12 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
     gp.checkpoint_at = seg == 0 ? req.checkpoint_at : -1;
     gp.logprobs = req.logprobs;
     gp.constraint = req.constraint;
-    gen_->start(seg_prompt, gp);
+    gen.start(seg_prompt, gp);
     size_t logprobs_seen = 0;  // the generator's list restarts with each segment
-    if (seg == 0) r.cached_tokens = gen_->cached_tokens();
+    if (seg == 0) r.cached_tokens = gen.cached_tokens();
     for (bool more = gp.max_tokens > 0; more && !stopped;) {
       std::vector<int32_t> fresh;
-      more = gen_->step(fresh);
+      more = gen.step(fresh);
       if (!fresh.empty() && t_first == 0) t_first = now_seconds();
       Delta raw;
       for (int32_t id : fresh) {
@@ -152,7 +240,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
         raw.append(split.push(id));
       }
       if (req.logprobs >= 0) {
-        const std::vector<TokenLogprobs>& lp = gen_->logprobs();
+        const std::vector<TokenLogprobs>& lp = gen.logprobs();
         r.logprobs.insert(r.logprobs.end(), lp.begin() + ptrdiff_t(logprobs_seen), lp.end());
         unsent.insert(unsent.end(), lp.begin() + ptrdiff_t(logprobs_seen), lp.end());
         logprobs_seen = lp.size();
@@ -162,14 +250,14 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
         break;
       }
     }
-    const Timings& tm = gen_->timings();
+    const Timings& tm = gen.timings();
     prefill_s += tm.prefill_s;
     mask_total += tm.mask_s;
-    prefilled += tm.prompt_tokens - gen_->cached_tokens();
-    if (spec_) add_stats(r.spec, spec_->stats());
+    prefilled += tm.prompt_tokens - gen.cached_tokens();
+    if (spec) add_stats(r.spec, spec->stats());
     if (r.disconnected || stopped) break;
 
-    const FinishReason fr = gen_->finish_reason();
+    const FinishReason fr = gen.finish_reason();
     r.finish_reason = fr == FinishReason::Length ? "length" : "stop";
     done = true;
     const int now_used = int(r.ids.size());
@@ -191,7 +279,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
           break;
         }
       }
-      seg_prompt = gen_->tokens();
+      seg_prompt = gen.tokens();
       seg_prompt.insert(seg_prompt.end(), forced.begin(), forced.end());
       if (int(seg_prompt.size()) + 1 > ctx_size_ || int(r.ids.size()) >= req.max_tokens) break;
       done = false;
@@ -214,7 +302,7 @@ GenResult Engine::generate(const GenRequest& req, const DeltaSink& sink) {
   tm.prompt_tokens = r.prompt_tokens;
   tm.generated_tokens = n;
   nlohmann::json base;
-  if (spec_) {
+  if (spec) {
     base = spec_stats_json(r.spec, tm);
     base.erase("accept_lens");  // one entry per step: too long for every response
   } else {

@@ -1,6 +1,9 @@
 #pragma once
-// The loaded model pair and the one generator every request shares (so a follow-up turn
-// reuses the KV prefix of the previous one). Single-flight: callers hold the queue's turn.
+// The loaded model pair and its slots: one generator (sequence state, draft state) per slot.
+// Up to `parallel` requests generate at once, each in a slot of its own; their passes go
+// through one StepBatcher (continuous batching), and a request takes the free slot whose
+// cached context shares the longest prefix with its prompt (a follow-up turn reuses it).
+// Callers hold the queue's turn (request_queue.h), which admits at most `parallel`.
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -14,6 +17,7 @@
 #include "chat/chat_template.h"
 #include "decoding/generator.h"
 #include "decoding/spec_stats.h"
+#include "decoding/step_batcher.h"
 #include "server/reasoning.h"
 #include "server/structured_output.h"
 #include "server/tool_calls.h"
@@ -37,6 +41,15 @@ struct EngineOptions {
   int block_size = 0;                // 0: the draft's own
   bool adaptive = true;
   int chunk_size = 512;
+  int parallel = 1;                  // slots; 0: chosen from memory (2..4)
+  int prefill_budget = 64;           // prompt rows per pass beside other slots (step_batcher.h)
+};
+
+// What /metrics shows of one slot.
+struct SlotInfo {
+  bool busy = false;
+  int cached_tokens = 0;             // positions its state holds
+  uint64_t requests = 0, tokens = 0;
 };
 
 // What the command line loaded (load_pair: it owns the model-finding rules); the engine
@@ -102,6 +115,9 @@ class Engine {
   // server should say where to keep them (GenRequest::checkpoint_at).
   bool prompt_checkpoints() const { return prompt_checkpoints_; }
   int block_size() const { return block_size_; }
+  int parallel() const { return int(slots_.size()); }
+  std::vector<SlotInfo> slot_info() const;
+  BatchStats batch_stats() const;
   const std::string& model_dir() const { return opt_.model_dir; }
   const std::string& draft_dir() const { return opt_.draft_dir; }
   const std::string& weights() const { return opt_.weights; }
@@ -127,8 +143,20 @@ class Engine {
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<TargetModel> model_;
   std::unique_ptr<DFlashDraft> draft_;
-  std::unique_ptr<Generator> gen_;
-  SpeculativeGenerator* spec_ = nullptr;
+  struct Slot {
+    std::unique_ptr<Generator> gen;
+    SpeculativeGenerator* spec = nullptr;  // gen, when there is a draft
+    bool busy = false;
+    uint64_t last_used = 0, requests = 0, tokens = 0;
+  };
+  Slot& acquire(const std::vector<int32_t>& prompt);
+  // One request in a slot's generator (spec: the same generator when it speculates).
+  GenResult generate_in(const GenRequest& req, const DeltaSink& sink, Generator& gen, SpeculativeGenerator* spec);
+  void release(Slot& s, int tokens);
+  std::unique_ptr<StepBatcher> batcher_;  // null with one slot
+  std::vector<Slot> slots_;
+  mutable std::mutex slots_mu_;
+  uint64_t use_clock_ = 0;
   std::vector<int32_t> stop_ids_;
   ThinkTokens think_;
   std::vector<int32_t> think_close_;

@@ -207,7 +207,17 @@ Gauges HttpServer::gauges() const {
   Gauges g;
   g.queue_depth = queue_.waiting();
   g.running = queue_.running();
+  g.slots = queue_.slots();
   g.ready = engine() != nullptr;
+  if (Engine* e = engine()) {
+    for (const SlotInfo& s : e->slot_info()) g.per_slot.push_back({s.busy, s.cached_tokens, s.requests, s.tokens});
+    const BatchStats b = e->batch_stats();
+    g.batch_passes = b.passes;
+    g.batch_rows = b.rows;
+    g.batch_sequences = b.sequences;
+    g.last_batch_sequences = b.last_sequences;
+    g.last_batch_rows = b.last_rows;
+  }
   g.open_connections = c.open;
   g.refused_connections = c.refused;
   g.timed_out_requests = c.timed_out;
@@ -330,7 +340,9 @@ int HttpServer::run() {
                            {"ctx_size", e->ctx_size()},
                            {"weights", e->weights()},
                            {"threads", e->threads()},
+                           {"parallel", e->parallel()},
                            {"load_s", s}});
+      queue_.set_slots(e->parallel());
       engine_.store(e);
       if (stopping_) e->shut_down();
     } catch (const std::exception& ex) {

@@ -16,7 +16,7 @@ struct ServerOptions {
   int port = 8006;                   // 0: any free port (the listening line names it)
   std::string api_key;               // empty: no authentication
   std::string alias;                 // the model's name in the API; empty: the folder name
-  int queue_size = 32;               // requests that may wait behind the running one
+  int queue_size = 32;               // requests that may wait for a free slot
   std::string log_format = "text";   // text | json
   size_t max_body = 8u << 20;        // bytes
   int think_cap = 12000;             // 0: none

@@ -60,6 +60,12 @@ namespace {
 void metric(std::ostringstream& o, const char* name, const char* type, const char* help, double v) {
   o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << v << '\n';
 }
+nlohmann::ordered_json slots_json(const Gauges& g) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const SlotGauge& s : g.per_slot)
+    a.push_back({{"busy", s.busy}, {"cached_tokens", s.cached_tokens}, {"requests", s.requests}, {"tokens", s.tokens}});
+  return a;
+}
 }  // namespace
 
 std::string Metrics::prometheus(const Gauges& g) const {
@@ -85,7 +91,27 @@ std::string Metrics::prometheus(const Gauges& g) const {
   metric(o, "dflash_acceptance_rate", "gauge", "Accepted over drafted tokens, all requests.",
          drafted_ ? double(accepted_) / double(drafted_) : 0.0);
   metric(o, "dflash_queue_depth", "gauge", "Requests waiting for the generator.", g.queue_depth);
-  metric(o, "dflash_requests_running", "gauge", "Requests generating now (0 or 1).", g.running ? 1 : 0);
+  metric(o, "dflash_requests_running", "gauge", "Requests generating now (at most dflash_slots).", g.running);
+  metric(o, "dflash_slots", "gauge", "Slots: requests that may generate at once (--parallel).", g.slots);
+  metric(o, "dflash_batch_passes_total", "counter", "Batched passes over the weights (with --parallel > 1).",
+         double(g.batch_passes));
+  metric(o, "dflash_batch_rows_total", "counter", "Rows in those passes.", double(g.batch_rows));
+  metric(o, "dflash_batch_sequences_total", "counter", "Sequences in those passes (mean batch: over passes).",
+         double(g.batch_sequences));
+  metric(o, "dflash_batch_size", "gauge", "Sequences in the latest pass.", g.last_batch_sequences);
+  o << "# HELP dflash_slot_busy 1 while the slot generates.\n# TYPE dflash_slot_busy gauge\n";
+  for (size_t i = 0; i < g.per_slot.size(); ++i) o << "dflash_slot_busy{slot=\"" << i << "\"} " << (g.per_slot[i].busy ? 1 : 0) << '\n';
+  o << "# HELP dflash_slot_cached_tokens Context positions an idle slot holds for prefix reuse (-1 while busy).\n"
+       "# TYPE dflash_slot_cached_tokens gauge\n";
+  for (size_t i = 0; i < g.per_slot.size(); ++i)
+    o << "dflash_slot_cached_tokens{slot=\"" << i << "\"} " << g.per_slot[i].cached_tokens << '\n';
+  o << "# HELP dflash_slot_requests_total Requests the slot has run.\n# TYPE dflash_slot_requests_total counter\n";
+  for (size_t i = 0; i < g.per_slot.size(); ++i)
+    o << "dflash_slot_requests_total{slot=\"" << i << "\"} " << g.per_slot[i].requests << '\n';
+  o << "# HELP dflash_slot_generated_tokens_total Tokens the slot has generated.\n"
+       "# TYPE dflash_slot_generated_tokens_total counter\n";
+  for (size_t i = 0; i < g.per_slot.size(); ++i)
+    o << "dflash_slot_generated_tokens_total{slot=\"" << i << "\"} " << g.per_slot[i].tokens << '\n';
   metric(o, "dflash_queue_rejections_total", "counter", "Requests refused with 503 because the queue was full.",
          double(rejected_));
   metric(o, "dflash_think_capped_total", "counter", "Requests whose thinking hit the cap.", double(think_capped_));
@@ -129,6 +155,13 @@ nlohmann::ordered_json Metrics::stats(const Gauges& g) const {
           {"prefill_tok_per_s_mean", prefill_s_ > 0 ? prefilled_ / prefill_s_ : 0.0},
           {"queue_depth", g.queue_depth},
           {"running", g.running},
+          {"slots", g.slots},
+          {"batch", {{"passes", g.batch_passes},
+                     {"rows", g.batch_rows},
+                     {"sequences", g.batch_sequences},
+                     {"last_sequences", g.last_batch_sequences},
+                     {"last_rows", g.last_batch_rows}}},
+          {"per_slot", slots_json(g)},
           {"rejected", rejected_},
           {"think_capped", think_capped_},
           {"disconnects", disconnects_},

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +19,19 @@ struct RequestRecord {
 };
 
 // What /metrics and /v1/stats read from the server at scrape time, beside the counters.
+struct SlotGauge {
+  bool busy = false;
+  int cached_tokens = 0;             // -1 while busy (its state is its thread's)
+  uint64_t requests = 0, tokens = 0;
+};
+
 struct Gauges {
-  int queue_depth = 0;
-  bool running = false, ready = false;
+  int queue_depth = 0, running = 0, slots = 1;
+  bool ready = false;
+  std::vector<SlotGauge> per_slot;
+  // Continuous batching (decoding/step_batcher.h): passes over the weights and what they held.
+  uint64_t batch_passes = 0, batch_rows = 0, batch_sequences = 0;
+  int last_batch_sequences = 0, last_batch_rows = 0;
   uint64_t open_connections = 0, refused_connections = 0, timed_out_requests = 0;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// Peak resident memory of this process, for the bench. Linux keeps the high-water mark in
+// Peak resident memory of this process, for the bench (and the memory free now, for sizing). Linux keeps the high-water mark in
 // /proc/self/status (VmHWM) and lets a process reset it (writing 5 to clear_refs), so each
 // benchmark row can report its own peak instead of the largest since start.
 #include <cstdint>
@@ -21,6 +21,21 @@ inline int64_t peak_rss_bytes() {
     }
   std::fclose(f);
   return kb < 0 ? -1 : kb * 1024;
+}
+
+// MemAvailable of /proc/meminfo (what can be allocated without swapping); 0 if unknown.
+inline uint64_t available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "MemAvailable:", 13) == 0) {
+      if (std::sscanf(line + 13, "%llu", &kb) != 1) kb = 0;
+      break;
+    }
+  std::fclose(f);
+  return uint64_t(kb) * 1024;
 }
 
 // Returns false where the kernel does not allow it; the peak then counts from process start.

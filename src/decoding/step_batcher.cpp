@@ -1,0 +1,115 @@
+#include "decoding/step_batcher.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "util/timer.h"
+
+namespace dflash {
+
+StepBatcher::StepBatcher(const TargetModel& model, int prefill_budget, double max_wait_s)
+    : model_(model), prefill_budget_(std::max(1, prefill_budget)), max_wait_s_(max_wait_s) {}
+
+void StepBatcher::join() {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++active_;
+}
+
+void StepBatcher::leave() {
+  std::lock_guard<std::mutex> lk(mu_);
+  --active_;
+  cv_.notify_all();  // the waiters may now be every active slot
+}
+
+int StepBatcher::prefill_rows(int chunk) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return active_ > 1 ? std::min(chunk, prefill_budget_) : chunk;
+}
+
+BatchStats StepBatcher::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  BatchStats s = stats_;
+  s.active = active_;
+  return s;
+}
+
+bool StepBatcher::may_run(double now) const {
+  if (running_ || pending_.empty()) return false;
+  if (int(pending_.size()) >= active_) return true;
+  return in_compute_ == 0 && now - pending_.front()->arrived >= max_wait_s_;
+}
+
+void StepBatcher::compute(const std::function<void()>& f) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++in_compute_;
+  }
+  struct Done {
+    StepBatcher* b;
+    ~Done() {
+      std::lock_guard<std::mutex> lk(b->mu_);
+      --b->in_compute_;
+      b->cv_.notify_all();
+    }
+  } done{this};
+  std::lock_guard<std::mutex> c(compute_mu_);
+  f();
+}
+
+void StepBatcher::forward(SequenceState& state, const ForwardArgs& rows) {
+  Pending p;
+  p.rows = SequenceRows{&state, rows};
+  std::unique_lock<std::mutex> lk(mu_);
+  p.arrived = now_seconds();
+  pending_.push_back(&p);
+  cv_.notify_all();
+  while (!p.done) {
+    const double now = now_seconds();
+    if (may_run(now)) {
+      run_pass(lk);
+      continue;
+    }
+    if (running_ || in_compute_ > 0 || pending_.empty()) {
+      cv_.wait(lk);
+    } else {
+      const double left = pending_.front()->arrived + max_wait_s_ - now;
+      cv_.wait_for(lk, std::chrono::duration<double>(std::max(left, 1e-5)));
+    }
+  }
+  if (p.error) std::rethrow_exception(p.error);
+}
+
+void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
+  running_ = true;
+  std::vector<Pending*> members;
+  members.swap(pending_);
+  lk.unlock();
+  std::vector<SequenceRows> batch;
+  batch.reserve(members.size());
+  int rows = 0;
+  for (Pending* m : members) {
+    batch.push_back(m->rows);
+    rows += m->rows.rows.n;
+  }
+  std::exception_ptr error;
+  try {
+    std::lock_guard<std::mutex> c(compute_mu_);
+    model_.forward_batch(batch);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lk.lock();
+  for (Pending* m : members) {
+    m->error = error;
+    m->done = true;
+  }
+  ++stats_.passes;
+  stats_.rows += uint64_t(rows);
+  stats_.sequences += members.size();
+  stats_.last_sequences = int(members.size());
+  stats_.last_rows = rows;
+  running_ = false;
+  cv_.notify_all();
+}
+
+}  // namespace dflash

@@ -1,0 +1,85 @@
+#pragma once
+// Continuous batching across a server's slots. Each slot's generator runs on its own thread
+// and hands its rows (a decode row, a verify block, a prefill chunk) to forward(); the batcher
+// gathers the calls of every active slot and runs them as one forward_batch over the weights,
+// then wakes each caller with its own logits. On CPU a pass is bound by reading the weights,
+// so k sequences in one pass cost little more than one.
+//
+// Batching changes speed only: a row's logits are bitwise what it gets alone, whatever else is
+// in the pass (batch invariance, docs/architecture.md), and each sequence keeps its own state.
+//
+// When a pass runs: as soon as every active slot waits in forward(); or, while no slot is in a
+// draft pass (compute()), when the oldest waiter has waited max_wait (a slot busy elsewhere:
+// sampling, a slow client). A slot in a draft pass is about to verify, so the others wait for it.
+// All model compute (passes and the drafts' work, which also reads the target's embedding
+// and head) takes one lock: a model's activation buffers and the backend's thread pool
+// serve one pass at a time.
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "models/target_model.h"
+
+namespace dflash {
+
+struct BatchStats {
+  uint64_t passes = 0, rows = 0, sequences = 0;  // totals over all passes
+  int last_sequences = 0, last_rows = 0;         // of the latest pass
+  int active = 0;                                // slots generating now
+};
+
+class StepBatcher {
+ public:
+  // prefill_budget: the most prompt rows a slot puts in one pass while other slots are active,
+  // so that a long prompt does not stall their decoding (alone it prefills in full chunks).
+  StepBatcher(const TargetModel& model, int prefill_budget = 64, double max_wait_s = 0.002);
+
+  // A slot starts / ends a generation (Slot below does both).
+  void join();
+  void leave();
+  class Slot {
+   public:
+    explicit Slot(StepBatcher* b) : b_(b) { if (b_) b_->join(); }
+    ~Slot() { if (b_) b_->leave(); }
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+   private:
+    StepBatcher* b_;
+  };
+
+  // Runs `rows` of `state` in the next pass; returns when they are done. Throws what the pass
+  // threw (the error of one pass is every member's: inputs are checked before they get here).
+  void forward(SequenceState& state, const ForwardArgs& rows);
+  // Runs f under the compute lock (a draft pass).
+  void compute(const std::function<void()>& f);
+  // A prefill chunk's length: `chunk` alone, at most prefill_budget beside other slots.
+  int prefill_rows(int chunk) const;
+
+  BatchStats stats() const;
+
+ private:
+  struct Pending {
+    SequenceRows rows;
+    double arrived = 0;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  bool may_run(double now) const;    // mu_ held
+  void run_pass(std::unique_lock<std::mutex>& lk);  // mu_ held on entry and exit
+
+  const TargetModel& model_;
+  const int prefill_budget_;
+  const double max_wait_s_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Pending*> pending_;
+  int active_ = 0, in_compute_ = 0;
+  bool running_ = false;
+  BatchStats stats_;
+  std::mutex compute_mu_;
+};
+
+}  // namespace dflash

@@ -1,0 +1,158 @@
+// Bitwise isolation under continuous batching (decoding/step_batcher.h): 8 requests run 2 per
+// slot on 4 slots at once, their passes batched together, give token for token what each gives
+// alone in a fresh generator, with the same speculation stats (fixed block size, so the counts
+// do not depend on timing). Dense (models/demo) and hybrid (models/demo35) targets, plain and
+// with their DFlash2 drafts, greedy and seeded sampling. The batcher must really have batched:
+// its passes held more than one sequence on average.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <thread>
+
+#include "decoding/speculative.h"
+#include "decoding/step_batcher.h"
+#include "models/dflash/dflash_draft.h"
+#include "models/target_model.h"
+
+using namespace dflash;
+
+namespace {
+
+const std::string kSrc = DFLASH_SOURCE_DIR;
+constexpr int kCtx = 512, kSlots = 4, kRequests = 8, kMaxTokens = 24;
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  long drafted = 0, accepted = 0, steps = 0;
+  bool operator==(const Outcome& o) const {
+    return ids == o.ids && drafted == o.drafted && accepted == o.accepted && steps == o.steps;
+  }
+};
+
+Outcome run(Generator& g, const std::vector<int32_t>& prompt, const GenerateParams& gp) {
+  Outcome o;
+  g.start(prompt, gp);
+  while (g.step(o.ids)) {
+  }
+  if (auto* sg = dynamic_cast<SpeculativeGenerator*>(&g)) {
+    o.drafted = sg->stats().drafted;
+    o.accepted = sg->stats().accepted;
+    o.steps = sg->stats().steps;
+  }
+  return o;
+}
+
+// Prompts of different lengths (3 to ~150 tokens), so that prefill chunks, verify blocks and
+// decode rows of different slots meet in the same passes.
+std::vector<std::vector<int32_t>> prompts(int vocab) {
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < kRequests; ++i) {
+    std::vector<int32_t> p(size_t(3 + (i * 37) % 150));
+    for (int32_t& t : p) t = int32_t(rng() % uint32_t(std::min(vocab, 5000)));
+    out.push_back(p);
+  }
+  return out;
+}
+
+GenerateParams params_for(int i, const TargetModel& m) {
+  GenerateParams gp;
+  gp.max_tokens = kMaxTokens;
+  gp.ignore_eos = true;  // every request runs its full length, so the runs overlap
+  gp.stop_ids = m.config().eos_ids;
+  gp.chunk_size = 512;
+  if (i % 2 == 1) {
+    gp.sampling.temperature = 0.8f;
+    gp.sampling.seed = uint64_t(100 + i);
+  }
+  return gp;
+}
+
+void check_isolation(const std::string& target_dir, const std::string& draft_dir) {
+  LoadOptions lo;
+  lo.backend = make_cpu_backend(2);
+  auto target = TargetModel::load(target_dir, lo);
+  std::unique_ptr<DFlashDraft> draft;
+  if (!draft_dir.empty()) draft = DFlashDraft::load(draft_dir, lo, *target);
+  auto make = [&]() -> std::unique_ptr<Generator> {
+    if (draft) return std::make_unique<SpeculativeGenerator>(*target, *draft, kCtx, SpecParams{4, /*adaptive=*/false});
+    return std::make_unique<Generator>(*target, kCtx);
+  };
+  const auto ps = prompts(target->config().vocab);
+
+  std::vector<Outcome> alone(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    auto g = make();
+    alone[size_t(i)] = run(*g, ps[size_t(i)], params_for(i, *target));
+    ASSERT_EQ(kMaxTokens, int(alone[size_t(i)].ids.size()));
+  }
+
+  // Small prefill budget: long prompts go through in pieces beside the others' decode rows.
+  StepBatcher batcher(*target, /*prefill_budget=*/16);
+  std::vector<std::unique_ptr<Generator>> slots;
+  for (int s = 0; s < kSlots; ++s) {
+    slots.push_back(make());
+    slots.back()->set_batcher(&batcher);
+  }
+  std::vector<Outcome> together(kRequests);
+  std::vector<std::string> errors(kSlots);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSlots; ++s)
+    threads.emplace_back([&, s] {
+      try {
+        for (int i = s; i < kRequests; i += kSlots) {
+          StepBatcher::Slot in_batch(&batcher);
+          together[size_t(i)] = run(*slots[size_t(s)], ps[size_t(i)], params_for(i, *target));
+        }
+      } catch (const std::exception& e) {
+        errors[size_t(s)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < kSlots; ++s) ASSERT_EQ("", errors[size_t(s)]) << "slot " << s;
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(alone[size_t(i)].ids, together[size_t(i)].ids) << target_dir << " request " << i;
+    EXPECT_TRUE(alone[size_t(i)] == together[size_t(i)]) << "stats differ, request " << i;
+    if (draft) EXPECT_GT(alone[size_t(i)].steps, 0) << "request " << i << " never speculated";
+  }
+  const BatchStats b = batcher.stats();
+  EXPECT_EQ(0, b.active);
+  ASSERT_GT(b.passes, 0u);
+  const double mean = double(b.sequences) / double(b.passes);
+  std::printf("%s%s: %llu passes, %.2f sequences per pass\n", target_dir.c_str(), draft ? " + draft" : "",
+              (unsigned long long)b.passes, mean);
+  EXPECT_GT(mean, 1.5) << "the passes were not batched";
+}
+
+}  // namespace
+
+TEST(StepBatcher, DenseRequestsAreBitwiseIsolated) { check_isolation(kSrc + "/models/demo/target", ""); }
+TEST(StepBatcher, DenseSpeculativeRequestsAreBitwiseIsolated) {
+  check_isolation(kSrc + "/models/demo/target", kSrc + "/models/demo/draft2");
+}
+TEST(StepBatcher, HybridRequestsAreBitwiseIsolated) { check_isolation(kSrc + "/models/demo35/target", ""); }
+TEST(StepBatcher, HybridSpeculativeRequestsAreBitwiseIsolated) {
+  check_isolation(kSrc + "/models/demo35/target", kSrc + "/models/demo35/draft2");
+}
+
+// A pass that throws gives its error to every member and leaves the batcher usable.
+TEST(StepBatcher, AFailedPassReachesEveryMemberAndTheNextPassRuns) {
+  LoadOptions lo;
+  lo.backend = make_cpu_backend(2);
+  auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
+  StepBatcher batcher(*target);
+  auto state = target->new_state(kCtx);
+  const int32_t bad = target->config().vocab + 5;
+  ForwardArgs a;
+  a.tokens = &bad;
+  a.n = 1;
+  std::vector<float> logits(size_t(target->config().vocab));
+  a.logits = logits.data();
+  EXPECT_THROW(batcher.forward(*state, a), std::exception);
+  EXPECT_EQ(0, state->length());
+  const int32_t good = 1;
+  a.tokens = &good;
+  batcher.forward(*state, a);
+  EXPECT_EQ(1, state->length());
+}
