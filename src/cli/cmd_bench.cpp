@@ -1,10 +1,12 @@
 // dflash bench: the command's options; the measurements are the bench module's (src/bench).
 // One mode per run: --plot-from redraws a saved result, --vs-llamacpp compares with llama.cpp,
+// --concurrency measures batched streams,
 // --cache-type compares KV cache formats, --draft compares plain and speculative decoding, and
 // otherwise the speed of model shapes is measured against the bandwidth and int8 roofs.
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/concurrency_bench.h"
 #include "bench/dflash_bench.h"
 #include "bench/kv_cache_bench.h"
 #include "bench/llamacpp_bench.h"
@@ -23,6 +25,7 @@ void add_bench_command(CLI::App& app) {
     bench::DflashBenchOptions spec;
     bench::StructuredBenchOptions structured;
     std::vector<std::string> cache_types;
+    std::vector<int> concurrency;
     int context = 4096, rounds = 3;
   };
   auto o = std::make_shared<Opts>();
@@ -68,6 +71,10 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_option("--context", o->context, "With --cache-type: tokens of context (default 4096)")
       ->check(CLI::Range(1, 1 << 22));
+  sub->add_option("--concurrency", o->concurrency,
+                  "Streams at once (e.g. 1,2,4,8): aggregate tok/s and latency, plain and with --draft, batched")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
   auto* rounds_opt = sub->add_option("--rounds", o->rounds,
                                      "With --cache-type or --draft: rounds, best kept (default 3); with --vs-llamacpp: "
                                      "rounds of both engines in turn, the best of each kept (default 1)")
@@ -87,6 +94,20 @@ void add_bench_command(CLI::App& app) {
       if (rounds_opt->count()) lo.rounds = o->rounds;
       lo.json = s.json;
       return save(bench::run_llamacpp_bench(lo));
+    }
+    if (!o->concurrency.empty()) {
+      bench::ConcurrencyBenchOptions co;
+      co.model = s.model;
+      co.draft = o->spec.draft;
+      co.prompts_file = o->spec.prompts_file;
+      co.levels = o->concurrency;
+      if (s.weights.size() == 1) co.weights = s.weights[0];
+      co.threads = s.threads;
+      if (gen_opt->count()) co.gen_tokens = s.gen_tokens;
+      co.rounds = rounds_opt->count() ? o->rounds : 1;
+      co.adaptive = !o->spec.no_adaptive;
+      co.json = s.json;
+      return save(bench::run_concurrency_bench(co));
     }
     if (!o->cache_types.empty()) {
       bench::KvCacheBenchOptions ko;

@@ -113,6 +113,7 @@ bool Generator::emit(int32_t t, const float* row, std::vector<int32_t>& out, boo
   tokens_.push_back(t);
   out.push_back(t);
   ++n_generated_;
+  if (batcher_) batcher_->add_tokens(1);
   timings_.generated_tokens = n_generated_;
   if (n_generated_ == 1) {
     t_first_ = now_seconds();

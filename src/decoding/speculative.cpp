@@ -310,6 +310,8 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
     return !emit(t, logits_.data(), out);
   }
   if (!draft_on_) return plain_step(out);
+  // Beside other slots, drafting may lower the batch's goodput (step_batcher.h decides).
+  if (batcher_ && !batcher_->speculation_allowed()) return plain_step(out);
   int B = controller_.next_block();
   // Never verify more than can be emitted or stored.
   B = std::min({B, params_.max_tokens - n_generated_, state_->capacity() - state_->length(),

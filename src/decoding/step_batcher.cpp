@@ -30,6 +30,10 @@ BatchStats StepBatcher::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   BatchStats s = stats_;
   s.active = active_;
+  s.speculation_allowed = speculation_allowed();
+  s.goodput_on = gate_.goodput_on();
+  s.goodput_off = gate_.goodput_off();
+  s.gate_decisions = gate_.decisions();
   return s;
 }
 
@@ -108,6 +112,7 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
   stats_.sequences += members.size();
   stats_.last_sequences = int(members.size());
   stats_.last_rows = rows;
+  if (gate_on_) gate_.after_pass(active_, now_seconds());
   running_ = false;
   cv_.notify_all();
 }

@@ -14,6 +14,7 @@
 // All model compute (passes and the drafts' work, which also reads the target's embedding
 // and head) takes one lock: a model's activation buffers and the backend's thread pool
 // serve one pass at a time.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <vector>
 
+#include "decoding/batch_spec_gate.h"
 #include "models/target_model.h"
 
 namespace dflash {
@@ -29,6 +31,9 @@ struct BatchStats {
   uint64_t passes = 0, rows = 0, sequences = 0;  // totals over all passes
   int last_sequences = 0, last_rows = 0;         // of the latest pass
   int active = 0;                                // slots generating now
+  bool speculation_allowed = true;               // the gate's setting now (batch_spec_gate.h)
+  double goodput_on = 0, goodput_off = 0;        // its latest measurement, tokens/s
+  uint64_t gate_decisions = 0;
 };
 
 class StepBatcher {
@@ -57,6 +62,11 @@ class StepBatcher {
   void compute(const std::function<void()>& f);
   // A prefill chunk's length: `chunk` alone, at most prefill_budget beside other slots.
   int prefill_rows(int chunk) const;
+  // Whether the slots may draft now (the goodput gate; always with the gate off).
+  bool speculation_allowed() const { return !gate_on_ || gate_.allowed(); }
+  void add_tokens(int n) { gate_.add_tokens(n); }
+  // Off: every slot's own controller decides alone (--no-adaptive, or fixed-block tests).
+  void set_gate(bool on) { gate_on_ = on; }
 
   BatchStats stats() const;
 
@@ -80,6 +90,8 @@ class StepBatcher {
   bool running_ = false;
   BatchStats stats_;
   std::mutex compute_mu_;
+  BatchSpecGate gate_;
+  std::atomic<bool> gate_on_{true};
 };
 
 }  // namespace dflash

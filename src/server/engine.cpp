@@ -56,7 +56,10 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
   ctx_size_ = opt.ctx_size > 0 ? opt.ctx_size : std::min(cfg.max_position > 0 ? cfg.max_position : 4096, 8192);
   prompt_checkpoints_ = model_->new_state(1)->wants_checkpoints();
   const int n_slots = opt.parallel > 0 ? opt.parallel : default_parallel(*model_, draft_.get(), ctx_size_);
-  if (n_slots > 1) batcher_ = std::make_unique<StepBatcher>(*model_, opt.prefill_budget);
+  if (n_slots > 1) {
+    batcher_ = std::make_unique<StepBatcher>(*model_, opt.prefill_budget);
+    batcher_->set_gate(opt.adaptive);  // --no-adaptive: fixed blocks, as with one slot
+  }
   slots_.resize(size_t(n_slots));
   for (Slot& slot : slots_) {
     if (draft_) {
@@ -110,10 +113,12 @@ void Engine::shut_down() {
   for (Slot& s : slots_) s.gen->cancel();
 }
 
-// Which free slot a prompt takes: the one whose cached context it continues, when the prompt
-// reuses at least half of what that slot holds (a follow-up turn; llama.cpp's slot similarity
-// has the same default); else the least recently used, so that a new conversation, which
-// shares only the template's first tokens with every slot, does not evict a live one.
+// Which free slot a prompt takes: the one whose cached context it continues furthest, when it
+// reuses at least kMinReuse tokens of it or half of what the slot holds (a follow-up turn, an
+// agent's shared system prompt); else the least recently used, so that a new conversation,
+// which shares only the template's first few tokens (<|im_start|>user\n) with every slot, does
+// not evict a live one.
+constexpr size_t kMinReuse = 16;
 Engine::Slot& Engine::acquire(const std::vector<int32_t>& prompt) {
   std::lock_guard<std::mutex> lk(slots_mu_);
   Slot *best = nullptr, *lru = nullptr;
@@ -124,7 +129,7 @@ Engine::Slot& Engine::acquire(const std::vector<int32_t>& prompt) {
     const std::vector<int32_t>& had = s.gen->tokens();
     size_t common = 0;
     while (common < had.size() && common < prompt.size() && had[common] == prompt[common]) ++common;
-    if (common > 0 && common * 2 >= had.size() && common > best_common) {
+    if (common > 0 && (common >= kMinReuse || common * 2 >= had.size()) && common > best_common) {
       best = &s;
       best_common = common;
     }

@@ -65,7 +65,9 @@ class Replica:
     """One `dflash serve` on a free loopback port; its stderr is drained so it never blocks."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--threads", "1"],
+        # One slot per replica, so that a request waits in its queue at the kill.
+        self.proc = subprocess.Popen([BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--threads", "1",
+                                      "--parallel", "1"],
                                      cwd=SRC, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         procs.append(self.proc)

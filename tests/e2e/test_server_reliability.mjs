@@ -133,8 +133,9 @@ function serveMustFail(bin, args, ms = 60000) {
 }
 
 async function suite(label, bin) {
-  // A long context, so the long requests below are still generating when their clients leave.
-  const server = await startServer(['--model', DEMO_TARGET, '--ctx-size', '32768', '--queue-size', '4', '--header-timeout', '3', '--body-timeout', '3',
+  // A long context, so the long requests below are still generating when their clients leave;
+  // one slot, so that a second request waits in the queue (test_server_parallel covers slots).
+  const server = await startServer(['--model', DEMO_TARGET, '--ctx-size', '32768', '--parallel', '1', '--queue-size', '4', '--header-timeout', '3', '--body-timeout', '3',
     '--max-conns-per-client', '56'], { bin });
   const url = server.url;
   await post(url + CHAT, HI);
@@ -265,7 +266,7 @@ async function suite(label, bin) {
   await server.stop();
 
   await checks.check(`[${label}] the queue-full message counts the waiting requests only`, async () => {
-    const small = await startServer(['--model', DEMO_TARGET, '--ctx-size', '32768', '--queue-size', '1'], { bin });
+    const small = await startServer(['--model', DEMO_TARGET, '--ctx-size', '32768', '--parallel', '1', '--queue-size', '1'], { bin });
     const a = plainThenLeave(small.url, LONG(100000), 3000);
     await sleep(300);
     const b = plainThenLeave(small.url, LONG(50), 2500);

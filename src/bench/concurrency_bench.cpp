@@ -1,0 +1,164 @@
+#include "bench/concurrency_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "chat/simple_chat_prompt.h"
+#include "decoding/speculative.h"
+#include "decoding/step_batcher.h"
+#include "formats/json_file.h"
+#include "models/model_files.h"
+#include "models/model_pair.h"
+#include "util/error.h"
+#include "util/timer.h"
+
+namespace dflash::bench {
+
+namespace {
+
+struct LevelResult {
+  double wall_s = 1e30;
+  long tokens = 0, drafted = 0, accepted = 0;
+  std::vector<double> latency_s;  // per request, start to last token
+  double agg_tok_s() const { return wall_s > 0 ? double(tokens) / wall_s : 0; }
+};
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+}
+
+// `streams` requests at once, request i on prompt i (mod the prompts), each in a slot of its
+// own, every pass batched; wall time from the first start to the last token.
+LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int streams,
+                      const std::vector<std::vector<int32_t>>& prompts, const ConcurrencyBenchOptions& o,
+                      const std::vector<int32_t>& stops) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  const int ctx = int(longest) + o.gen_tokens + 32;
+  StepBatcher batcher(target);
+  batcher.set_gate(o.adaptive);
+  std::vector<std::unique_ptr<Generator>> gens;
+  for (int s = 0; s < streams; ++s) {
+    if (draft) {
+      SpecParams sp;
+      sp.block_size = o.block_size > 0 ? o.block_size : draft->config().block_size;
+      sp.adaptive = o.adaptive;
+      gens.push_back(std::make_unique<SpeculativeGenerator>(target, *draft, ctx, sp));
+    } else {
+      gens.push_back(std::make_unique<Generator>(target, ctx));
+    }
+    gens.back()->set_batcher(&batcher);
+  }
+  LevelResult r;
+  r.latency_s.assign(size_t(streams), 0);
+  std::vector<std::string> errors(static_cast<size_t>(streams));
+  const double t0 = now_seconds();
+  std::vector<std::thread> threads;
+  for (int s = 0; s < streams; ++s)
+    threads.emplace_back([&, s] {
+      try {
+        StepBatcher::Slot in_batch(&batcher);
+        GenerateParams gp;
+        gp.max_tokens = o.gen_tokens;
+        gp.stop_ids = stops;
+        gp.ignore_eos = true;  // every request runs its full length: the streams overlap throughout
+        Generator& g = *gens[size_t(s)];
+        g.start(prompts[size_t(s) % prompts.size()], gp);
+        std::vector<int32_t> out;
+        while (g.step(out)) {
+        }
+        r.latency_s[size_t(s)] = now_seconds() - t0;
+      } catch (const std::exception& e) {
+        errors[size_t(s)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  r.wall_s = now_seconds() - t0;
+  for (const auto& e : errors)
+    if (!e.empty()) throw Error("bench --concurrency: a request failed: " + e);
+  for (const auto& g : gens) {
+    r.tokens += g->generated();
+    if (auto* sg = dynamic_cast<const SpeculativeGenerator*>(g.get())) {
+      r.drafted += sg->stats().drafted;
+      r.accepted += sg->stats().accepted;
+    }
+  }
+  return r;
+}
+
+nlohmann::json to_json(const LevelResult& r) {
+  return {{"aggregate_tok_s", r.agg_tok_s()}, {"wall_s", r.wall_s}, {"tokens", r.tokens},
+          {"latency_p50_s", percentile(r.latency_s, 0.5)}, {"latency_max_s", percentile(r.latency_s, 1.0)},
+          {"drafted", r.drafted}, {"accepted", r.accepted},
+          {"accept_rate", r.drafted ? double(r.accepted) / double(r.drafted) : 0.0}};
+}
+
+}  // namespace
+
+nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
+  const std::string dir = resolve_model_dir(o.model);
+  PairOptions po;
+  po.model = dir;
+  po.draft = o.draft;
+  po.weights = parse_weights_option(o.weights);
+  po.populate = true;
+  po.threads = o.threads;
+  ModelPair pair = load_pair(po);
+  if (!pair.tokenizer) throw file_error(dir, "missing tokenizer.json (the bench tokenizes its prompts)");
+  const std::string pf = o.prompts_file.empty() ? dir + "/../bench_prompts.json" : o.prompts_file;
+  const auto pj = read_json_file(pf);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : pj.at("code")) prompts.push_back(pair.tokenizer->encode(simple_chat_prompt(p.get<std::string>(), false)));
+  if (prompts.empty()) throw file_error(pf, "no \"code\" prompts");
+  for (int c : o.levels)
+    if (c < 1 || c > 256) throw Error("--concurrency levels must be 1..256");
+
+  const DFlashDraft* draft = pair.draft.get();
+  nlohmann::json levels = nlohmann::json::array();
+  double plain1 = 0, spec1 = 0;
+  if (!o.json) {
+    std::printf("concurrency: %s%s%s, %d tokens per request, %d threads, greedy, best of %d round(s)\n", dir.c_str(),
+                draft ? " + " : "", draft ? o.draft.c_str() : "", o.gen_tokens, pair.backend->threads(), o.rounds);
+    std::printf("%7s %12s %8s %12s %8s %9s %8s %17s %17s\n", "streams", "plain tok/s", "vs 1", "dflash tok/s", "vs 1",
+                "dflash/", "accept", "plain p50/max s", "dflash p50/max s");
+  }
+  for (int c : o.levels) {
+    // Plain and speculative alternate round by round, so a slow stretch falls on both.
+    LevelResult plain, spec;
+    for (int round = 0; round < std::max(1, o.rounds); ++round) {
+      LevelResult p = run_level(*pair.target, nullptr, c, prompts, o, pair.stop_ids);
+      if (p.wall_s < plain.wall_s) plain = p;
+      if (draft) {
+        LevelResult s = run_level(*pair.target, draft, c, prompts, o, pair.stop_ids);
+        if (s.wall_s < spec.wall_s) spec = s;
+      }
+    }
+    if (c == o.levels.front()) {
+      plain1 = plain.agg_tok_s();
+      spec1 = draft ? spec.agg_tok_s() : 0;
+    }
+    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}};
+    if (draft) row["dflash"] = to_json(spec);
+    levels.push_back(row);
+    if (o.json) continue;
+    std::printf("%7d %12.2f %7.2fx", c, plain.agg_tok_s(), plain1 > 0 ? plain.agg_tok_s() / plain1 : 0.0);
+    if (draft)
+      std::printf(" %12.2f %7.2fx %8.2fx %7.1f%%", spec.agg_tok_s(), spec1 > 0 ? spec.agg_tok_s() / spec1 : 0.0,
+                  spec.agg_tok_s() / plain.agg_tok_s(), 100.0 * double(spec.accepted) / double(std::max(1L, spec.drafted)));
+    else
+      std::printf(" %12s %8s %9s %8s", "-", "-", "-", "-");
+    std::printf(" %8.2f/%-8.2f", percentile(plain.latency_s, 0.5), percentile(plain.latency_s, 1.0));
+    if (draft) std::printf(" %8.2f/%-8.2f", percentile(spec.latency_s, 0.5), percentile(spec.latency_s, 1.0));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  nlohmann::json doc{{"bench", "concurrency"}, {"model", dir}, {"draft", o.draft}, {"weights", o.weights},
+                     {"gen_tokens", o.gen_tokens}, {"threads", pair.backend->threads()}, {"levels", levels}};
+  if (o.json) std::printf("%s\n", doc.dump(2).c_str());
+  return doc;
+}
+
+}  // namespace dflash::bench
