@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <thread>
 
+#include <unistd.h>
+
+#include "bench/llamacpp_bench.h"
 #include "chat/simple_chat_prompt.h"
 #include "decoding/speculative.h"
 #include "decoding/step_batcher.h"
+#include "formats/gguf.h"
 #include "formats/json_file.h"
 #include "models/model_files.h"
 #include "models/model_pair.h"
@@ -116,6 +121,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   for (int c : o.levels)
     if (c < 1 || c > 256) throw Error("--concurrency levels must be 1..256");
 
+  if (o.vs_llamacpp && !has_gguf_suffix(dir))
+    throw Error("bench --concurrency --vs-llamacpp: --model must be a .gguf file (both engines read the same file)");
   const DFlashDraft* draft = pair.draft.get();
   nlohmann::json levels = nlohmann::json::array();
   double plain1 = 0, spec1 = 0;
@@ -155,8 +162,45 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     std::printf("\n");
     std::fflush(stdout);
   }
+  nlohmann::json peer;
+  if (o.vs_llamacpp) {
+    // The same token ids for llama.cpp, through a temporary file.
+    const char* t = std::getenv("TMPDIR");
+    const std::string pfile = std::string(t && *t ? t : "/tmp") + "/dflash_concurrency_prompts_" + std::to_string(::getpid()) + ".json";
+    {
+      std::ofstream f(pfile, std::ios::binary);
+      f << nlohmann::json(prompts).dump();
+      if (!f) throw Error("bench --concurrency: cannot write " + pfile);
+    }
+    std::string levels_arg;
+    for (int c : o.levels) levels_arg += (levels_arg.empty() ? "" : ",") + std::to_string(c);
+    try {
+      peer = run_llamacpp_peer(find_dflash_root(), {"concurrency", "--model", dir, "--prompts", pfile, "--streams", levels_arg,
+                                                    "--tg", std::to_string(o.gen_tokens), "--threads",
+                                                    std::to_string(pair.backend->threads()), "--reps", std::to_string(std::max(1, o.rounds))});
+    } catch (...) {
+      std::remove(pfile.c_str());
+      throw;
+    }
+    std::remove(pfile.c_str());
+    if (!o.json) {
+      std::printf("\nllama.cpp (node-llama-cpp), the same file and prompts, batched sequences, greedy:\n");
+      std::printf("%7s %12s %8s %17s %12s\n", "streams", "tok/s", "vs 1", "p50/max s", "dflash/llama");
+      const auto& pl = peer.at("levels");
+      const double l1 = pl.empty() ? 0 : pl[0].value("aggregate_tok_s", 0.0);
+      for (size_t i = 0; i < pl.size() && i < levels.size(); ++i) {
+        const double a = pl[i].value("aggregate_tok_s", 0.0);
+        const double best_dflash = std::max(levels[i]["plain"]["aggregate_tok_s"].get<double>(),
+                                            levels[i].contains("dflash") ? levels[i]["dflash"]["aggregate_tok_s"].get<double>() : 0.0);
+        std::printf("%7d %12.2f %7.2fx %8.2f/%-8.2f %11.2fx\n", pl[i].value("streams", 0), a, l1 > 0 ? a / l1 : 0.0,
+                    pl[i].value("latency_p50_ms", 0.0) / 1e3, pl[i].value("latency_max_ms", 0.0) / 1e3,
+                    a > 0 ? best_dflash / a : 0.0);
+      }
+    }
+  }
   nlohmann::json doc{{"bench", "concurrency"}, {"model", dir}, {"draft", o.draft}, {"weights", o.weights},
                      {"gen_tokens", o.gen_tokens}, {"threads", pair.backend->threads()}, {"levels", levels}};
+  if (!peer.is_null()) doc["llamacpp"] = peer;
   if (o.json) std::printf("%s\n", doc.dump(2).c_str());
   return doc;
 }

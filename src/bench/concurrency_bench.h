@@ -14,6 +14,9 @@ struct ConcurrencyBenchOptions {
   std::vector<int> levels{1, 2, 4, 8};
   int threads = 0, gen_tokens = 64, block_size = 0, rounds = 1;
   bool adaptive = true, json = false;
+  // llama.cpp's batched sequences (node-llama-cpp, tools/bench/llamacpp_peer.mjs) on the same
+  // prompts and the same file: `model` must then be a .gguf.
+  bool vs_llamacpp = false;
 };
 
 // Returns {levels: [{streams, plain: {...}, dflash: {...}}], ...} (what --json prints).

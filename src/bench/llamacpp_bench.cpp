@@ -109,26 +109,9 @@ void check_peer_installed(const std::string& root) {
 nlohmann::json run_peer(const std::string& root, const std::string& gguf, int threads, int pp, int tg, int ctx) {
   std::string ks;
   for (int K : curve_k()) ks += (ks.empty() ? "" : ",") + std::to_string(K);
-  const std::string cmd = "node " + shell_quote(root + "/tools/bench/llamacpp_peer.mjs") + " bench --model " +
-                          shell_quote(gguf) + " --threads " + std::to_string(threads) + " --pp " + std::to_string(pp) +
-                          " --tg " + std::to_string(tg) + " --ctx " + std::to_string(ctx) + " --batches " + ks + " --reps " + std::to_string(kCurveReps);
-  std::fflush(stdout);
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) throw Error("bench --vs-llamacpp: cannot start node");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  if (st != 0 || out.empty())
-    throw Error("bench --vs-llamacpp: the llama.cpp peer failed (exit " +
-                std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) + "): " + cmd);
-  const size_t nl = out.rfind("\n{"), from = nl == std::string::npos ? 0 : nl + 1;
-  try {
-    return nlohmann::json::parse(out.substr(from));
-  } catch (const std::exception&) {
-    throw Error("bench --vs-llamacpp: the llama.cpp peer printed no JSON: " + out);
-  }
+  return run_llamacpp_peer(root, {"bench", "--model", gguf, "--threads", std::to_string(threads), "--pp", std::to_string(pp),
+                                  "--tg", std::to_string(tg), "--ctx", std::to_string(ctx), "--batches", ks, "--reps",
+                                  std::to_string(kCurveReps)});
 }
 
 double ratio(double a, double b) { return b > 0 ? a / b : NAN; }
@@ -320,6 +303,29 @@ std::string find_dflash_root() {
     }
   throw Error("cannot find " + script.substr(1) + " beside the executable (" + exe +
               "/..); set DFLASH_ROOT to the dflash source folder");
+}
+
+nlohmann::json run_llamacpp_peer(const std::string& root, const std::vector<std::string>& args) {
+  check_peer_installed(root);
+  std::string cmd = "node " + shell_quote(root + "/tools/bench/llamacpp_peer.mjs");
+  for (const std::string& a : args) cmd += " " + shell_quote(a);
+  std::fflush(stdout);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) throw Error("bench: cannot start node for the llama.cpp peer");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  if (st != 0 || out.empty())
+    throw Error("bench: the llama.cpp peer failed (exit " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : -1) +
+                "): " + cmd);
+  const size_t nl = out.rfind("\n{"), from = nl == std::string::npos ? 0 : nl + 1;
+  try {
+    return nlohmann::json::parse(out.substr(from));
+  } catch (const std::exception&) {
+    throw Error("bench: the llama.cpp peer printed no JSON: " + out);
+  }
 }
 
 nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& o) {

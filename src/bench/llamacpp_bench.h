@@ -22,6 +22,10 @@ struct LlamaBenchOptions {
 // the JSON rows. Throws dflash::Error when node or node-llama-cpp is missing.
 nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& opt);
 
+// Runs tools/bench/llamacpp_peer.mjs with `args` under node (checking first that node and
+// node-llama-cpp are installed); returns the one JSON object it prints. Throws dflash::Error.
+nlohmann::json run_llamacpp_peer(const std::string& root, const std::vector<std::string>& args);
+
 // The repository root holding tools/bench/llamacpp_peer.mjs: $DFLASH_ROOT, else the real
 // path of the executable's folder/.., else the current directory.
 std::string find_dflash_root();

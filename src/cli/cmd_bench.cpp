@@ -83,18 +83,6 @@ void add_bench_command(CLI::App& app) {
     const bench::SpeedBenchOptions& s = o->speed;
     auto save = [o](const nlohmann::json& doc) { bench::save_bench_outputs(doc, o->json_out, o->plot); };
     if (!o->plot_from.empty()) return bench::replot_bench(o->plot_from, o->plot);
-    if (o->vs_llamacpp) {  // its own defaults for --weights, --gen-tokens and --rounds
-      bench::LlamaBenchOptions lo;
-      lo.shapes = s.shapes;
-      if (weights_opt->count()) lo.weights = s.weights;
-      lo.model = s.model;
-      lo.threads = s.threads;
-      lo.prompt_tokens = s.prompt_tokens;
-      if (gen_opt->count()) lo.gen_tokens = s.gen_tokens;
-      if (rounds_opt->count()) lo.rounds = o->rounds;
-      lo.json = s.json;
-      return save(bench::run_llamacpp_bench(lo));
-    }
     if (!o->concurrency.empty()) {
       bench::ConcurrencyBenchOptions co;
       co.model = s.model;
@@ -107,7 +95,20 @@ void add_bench_command(CLI::App& app) {
       co.rounds = rounds_opt->count() ? o->rounds : 1;
       co.adaptive = !o->spec.no_adaptive;
       co.json = s.json;
+      co.vs_llamacpp = o->vs_llamacpp;
       return save(bench::run_concurrency_bench(co));
+    }
+    if (o->vs_llamacpp) {  // its own defaults for --weights, --gen-tokens and --rounds
+      bench::LlamaBenchOptions lo;
+      lo.shapes = s.shapes;
+      if (weights_opt->count()) lo.weights = s.weights;
+      lo.model = s.model;
+      lo.threads = s.threads;
+      lo.prompt_tokens = s.prompt_tokens;
+      if (gen_opt->count()) lo.gen_tokens = s.gen_tokens;
+      if (rounds_opt->count()) lo.rounds = o->rounds;
+      lo.json = s.json;
+      return save(bench::run_llamacpp_bench(lo));
     }
     if (!o->cache_types.empty()) {
       bench::KvCacheBenchOptions ko;

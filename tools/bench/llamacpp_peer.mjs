@@ -5,6 +5,10 @@
 //   node tools/bench/llamacpp_peer.mjs continue --model F.gguf --ids 1,2,3 --n 16 [--threads T]
 //   node tools/bench/llamacpp_peer.mjs bench --model F.gguf [--threads T] [--pp 512] [--tg 128]
 //        [--batches 1,2,4,5,8,16,32] [--ctx 128] [--reps 3]  (dflash bench passes --reps 5)
+//   node tools/bench/llamacpp_peer.mjs concurrency --model F.gguf --prompts P.json --streams 1,2,4,8
+//        --tg 64 [--threads T] [--reps 1]  (P.json: [[ids...], ...]; stream i continues prompt i mod
+//        their count greedily for tg tokens, all streams of a level at once as sequences of one
+//        context, which node-llama-cpp batches into one decode; dflash bench --concurrency passes it)
 //   node tools/bench/llamacpp_peer.mjs load --model F.gguf
 //        (llama.cpp's loader only: hyperparameters, every tensor's name and shape, the vocab;
 //        prints {ok: true, ...} or {ok: false, error, log} where the load fails; exit 0 both ways)
@@ -20,6 +24,10 @@ function parseArgs(argv) {
     const k = argv[i].replace(/^--/, ""), v = argv[i + 1];
     if (v === undefined) throw new Error(`missing value for ${argv[i]}`);
     o[k] = ["threads", "n", "pp", "tg", "ctx", "reps"].includes(k) ? Number(v) : v;
+  }
+  if (o.mode === "concurrency") {
+    if (!o.prompts) throw new Error("--prompts is required (a JSON file of id arrays)");
+    if (!o.streams) o.streams = "1,2,4,8";
   }
   if (!o.model) throw new Error("--model is required");
   if (!(o.threads >= 1)) throw new Error("--threads must be >= 1");
@@ -143,8 +151,45 @@ async function main() {
       forward_ms: forward, forward_last_ms: forwardLast,
     }));
     await context.dispose();
+  } else if (o.mode === "concurrency") {
+    const fs = await import("node:fs");
+    const prompts = JSON.parse(fs.readFileSync(o.prompts, "utf8"));
+    if (!Array.isArray(prompts) || prompts.length === 0) throw new Error("--prompts holds no prompts");
+    const longest = Math.max(...prompts.map((p) => p.length));
+    const levels = [];
+    for (const c of o.streams.split(",").map(Number)) {
+      // Each sequence needs room for its prompt and its tokens (llama.cpp may split n_ctx
+      // between the sequences).
+      const context = await model.createContext({
+        contextSize: c * (longest + o.tg + 32), threads, batchSize: Math.max(512, c * longest), sequences: c,
+      });
+      let best = null;
+      for (let rep = 0; rep < Math.max(1, o.reps); ++rep) {
+        const seqs = Array.from({ length: c }, () => context.getSequence());
+        const t0 = now();
+        const latencies = [];
+        let tokens = 0;
+        await Promise.all(seqs.map(async (seq, i) => {
+          let n = 0;
+          for await (const _t of seq.evaluate(prompts[i % prompts.length], { temperature: 0, yieldEogToken: true })) {
+            ++tokens;
+            if (++n >= o.tg) break;
+          }
+          latencies.push(now() - t0);
+        }));
+        const wall = now() - t0;
+        for (const seq of seqs) seq.dispose();
+        latencies.sort((a, b) => a - b);
+        const r = { streams: c, aggregate_tok_s: (tokens * 1000) / wall, wall_ms: wall, tokens,
+          latency_p50_ms: latencies[Math.floor((latencies.length - 1) / 2 + 0.5)], latency_max_ms: latencies[latencies.length - 1] };
+        if (!best || r.wall_ms < best.wall_ms) best = r;
+      }
+      levels.push(best);
+      await context.dispose();
+    }
+    console.log(JSON.stringify({ engine: "llama.cpp (node-llama-cpp)", threads: o.threads, tg: o.tg, levels }));
   } else {
-    throw new Error(`unknown mode '${o.mode}' (continue | bench | load)`);
+    throw new Error(`unknown mode '${o.mode}' (continue | bench | concurrency | load)`);
   }
   await model.dispose();
   await llama.dispose();
