@@ -96,10 +96,11 @@ try {
     assert(Number(cached) > 0, 'cached ' + cached);
   });
 
-  await checks.check('the benchmark panel measures pp and tg with TTFT, TPOT, speeds and peak memory', async () => {
+  await checks.check('the benchmark panel measures pp, tg and concurrent streams with TTFT, TPOT, speeds and peak memory', async () => {
     await page.click('#toggle-bench');
     await page.fill('#bench-pp', '64');
     await page.fill('#bench-tg', '32');
+    await page.fill('#bench-streams', '3');
     await page.fill('#bench-reps', '1');
     await page.click('#bench-run');
     await page.waitForFunction(() => document.querySelector('#bench-status').textContent === 'done' ||
@@ -107,8 +108,11 @@ try {
     const status = await page.textContent('#bench-status');
     assert(status === 'done', 'benchmark ' + status);
     const rows = await page.$$eval('#bench-table tbody tr', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
-    assert(rows.length === 2, 'rows ' + JSON.stringify(rows));
-    const [pp, tg] = rows;
+    assert(rows.length === 3, 'rows ' + JSON.stringify(rows));
+    const [pp, tg, conc] = rows;
+    assert(conc[0] === '3 × tg32' && Number(conc[1]) > 0 && Number(conc[4]) > 0 && Number(conc[5]) > 0, 'concurrency row ' + conc);
+    const batch = await page.textContent('#bench-batch');
+    assert(/^3 streams: [\d.]+ tok\/s in all \((?:[\d.]+ streams per pass over the weights, \d+ slots|1 slot: not batched)\)$/.test(batch), 'batch note ' + batch);
     assert(pp[0] === 'pp64' && Number(pp[1]) > 0 && Number(pp[3]) > 0 && Number(pp[7]) > 0, 'pp row ' + pp);
     assert(tg[0] === 'tg32' && Number(tg[1]) > 0 && Number(tg[2]) > 0 && Number(tg[4]) > 0 && Number(tg[5]) > 0, 'tg row ' + tg);
   });

@@ -3,7 +3,7 @@
 namespace dflash::server::web {
 
 // Plain browser JavaScript, no build step: chat with streaming, per-answer speculation
-// figures, settings kept in localStorage, and a throughput benchmark.
+// figures, settings kept in localStorage, and a throughput benchmark (one stream and several at once).
 const std::string& app_js() {
   static const std::string js = R"js(
 'use strict';
@@ -222,6 +222,39 @@ async function benchTG(n) {
   benchRow(['tg' + n, fmt(tFirst ? tFirst - t0 : NaN), fmt(tpot, 2), '–', fmt(dflash ? dflash.tok_per_s : NaN),
             fmt((tEnd - t0) / 1000, 3), dflash ? fmt(100 * dflash.accept_rate) + '%' : '–', fmt(await peakMB(), 0)]);
 }
+// c streams of n tokens at once: the server batches them when it has slots (--parallel);
+// gen tok/s is the aggregate (all tokens over the wall time), TTFT the mean of the streams.
+async function oneStream(n) {
+  const t0 = performance.now();
+  const r = await fetch('/v1/completions', { method: 'POST', headers: headers(),
+    body: JSON.stringify({ model: state.model || 'default', prompt: randomIds(16), max_tokens: n, temperature: 0,
+                           ignore_eos: true, stream: true, stream_options: { include_usage: true } }) });
+  if (!r.ok) { const j = await r.json(); throw new Error(j.error ? j.error.message : 'HTTP ' + r.status); }
+  let tFirst = 0, dflash = null, tokens = 0;
+  for await (const ev of sseEvents(r)) {
+    if (ev.error) throw new Error(ev.error.message);
+    if (!tFirst && ev.choices && ev.choices[0] && ev.choices[0].text) tFirst = performance.now();
+    if (ev.dflash) dflash = ev.dflash;
+    if (ev.usage) tokens = ev.usage.completion_tokens;
+  }
+  return { ttft: tFirst ? tFirst - t0 : NaN, tokens, accept: dflash ? dflash.accept_rate : NaN };
+}
+async function benchConcurrent(c, n) {
+  const before = await (await fetch('/v1/stats', { headers: headers() })).json();
+  const t0 = performance.now();
+  const rs = await Promise.all(Array.from({ length: c }, () => oneStream(n)));
+  const wall = (performance.now() - t0) / 1000;
+  const after = await (await fetch('/v1/stats', { headers: headers() })).json();
+  const tokens = rs.reduce((a, r) => a + r.tokens, 0);
+  const mean = (xs) => xs.reduce((a, x) => a + x, 0) / xs.length;
+  const passes = after.batch.passes - before.batch.passes, seqs = after.batch.sequences - before.batch.sequences;
+  benchRow([c + ' × tg' + n, fmt(mean(rs.map((r) => r.ttft))), '–', '–', fmt(tokens / wall), fmt(wall, 3),
+            rs.some((r) => isFinite(r.accept)) ? fmt(100 * mean(rs.map((r) => r.accept || 0))) + '%' : '–',
+            fmt(after.peak_rss_bytes / (1 << 20), 0)]);
+  const note = passes > 0 ? ` (${fmt(seqs / passes, 2)} streams per pass over the weights, ${after.slots} slots)`
+                          : ` (${after.slots} slot${after.slots === 1 ? '' : 's'}: not batched)`;
+  $('bench-batch').textContent = c + ' streams: ' + fmt(tokens / wall) + ' tok/s in all' + note;
+}
 async function runBench() {
   $('bench-run').disabled = true;
   const reps = Math.max(1, Number($('bench-reps').value) || 1);
@@ -229,6 +262,11 @@ async function runBench() {
     for (let i = 0; i < reps; i++) {
       for (const n of numbers($('bench-pp').value)) { $('bench-status').textContent = 'pp' + n + ' …'; await benchPP(n); }
       for (const n of numbers($('bench-tg').value)) { $('bench-status').textContent = 'tg' + n + ' …'; await benchTG(n); }
+      const tg = numbers($('bench-tg').value)[0] || 64;
+      for (const c of numbers($('bench-streams').value)) {
+        $('bench-status').textContent = c + ' streams …';
+        await benchConcurrent(c, tg);
+      }
     }
     $('bench-status').textContent = 'done';
   } catch (e) {

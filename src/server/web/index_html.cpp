@@ -45,12 +45,15 @@ const std::string& index_html() {
     <h2>Throughput benchmark</h2>
     <p class="hint">Prompt processing sends random token ids (never cached) with max_tokens 1; token
     generation streams max tokens with the end-of-sequence token ignored. TTFT and end-to-end time are
-    measured here, TPOT and the speeds by the server.</p>
+    measured here, TPOT and the speeds by the server. Concurrent streams run several token
+    generations at once: gen tok/s is then their aggregate, as the server batches them (--parallel).</p>
     <label>Prompt tokens (pp) <input id="bench-pp" type="text" value="128,512"></label>
     <label>Generated tokens (tg) <input id="bench-tg" type="text" value="128"></label>
+    <label>Concurrent streams (each the first tg; empty: none) <input id="bench-streams" type="text" value="1,2,4"></label>
     <label>Repetitions <input id="bench-reps" type="number" min="1" max="10" value="2"></label>
     <button id="bench-run" type="button">Run</button>
     <div id="bench-status" class="hint"></div>
+    <div id="bench-batch" class="hint"></div>
     <table id="bench-table">
       <thead><tr><th>test</th><th>TTFT ms</th><th>TPOT ms</th><th>prompt tok/s</th><th>gen tok/s</th>
       <th>e2e s</th><th>accept</th><th>peak MB</th></tr></thead>
