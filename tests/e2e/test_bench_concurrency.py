@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""`dflash bench --concurrency`: on the shipped dense demo pair it measures 1, 2 and 4 streams at
+once, plain and speculative, through the batcher the server uses (--parallel), and prints the
+table and, with --json, a document whose counts add up (every stream generated its tokens, the
+wall time covers the slowest stream). With --vs-llamacpp on a GGUF of the demo target it runs
+llama.cpp's batched sequences (node-llama-cpp) on the same prompt ids beside it. An HF folder
+with --vs-llamacpp, and a level of 0, end with a message and a non-zero exit. The speeds
+themselves are not asserted (timings), only that they are measured."""
+import json
+import math
+import os
+import subprocess
+import tempfile
+
+from harness import BIN, SRC, check, finish  # noqa: E402
+
+TARGET = os.path.join(SRC, "models", "demo", "target")
+DRAFT = os.path.join(SRC, "models", "demo", "draft2")
+PROMPTS = os.path.join(SRC, "models", "demo", "bench_prompts.json")
+GEN = 16
+
+
+def run(args, timeout=600):
+    return subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def doc_of(out):
+    return json.loads(out[out.index("\n{") + 1:]) if "\n{" in out else (json.loads(out) if out.startswith("{") else {})
+
+
+def check_levels(doc, engines):
+    levels = doc.get("levels", [])
+    check("levels 1, 2, 4", [lv.get("streams") for lv in levels] == [1, 2, 4], json.dumps(levels)[:500])
+    for lv in levels:
+        c = lv.get("streams", 0)
+        for e in engines:
+            m = lv.get(e, {})
+            ok = (m.get("tokens") == c * GEN and m.get("aggregate_tok_s", 0) > 0 and math.isfinite(m["aggregate_tok_s"])
+                  and 0 < m.get("latency_p50_s", 0) <= m.get("latency_max_s", 0) <= m.get("wall_s", 0) * 1.001)
+            check(f"{c} streams, {e}: {c} x {GEN} tokens, tok/s > 0, p50 <= max <= wall", ok, json.dumps(m))
+
+
+# --no-adaptive: every step drafts a full block, so every level's speculative row has drafts.
+r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN),
+         "--threads", "2", "--json", "--no-adaptive"])
+check("bench --concurrency exits 0", r.returncode == 0, r.stderr[-2000:])
+doc = doc_of(r.stdout)
+check("a JSON document", doc.get("bench") == "concurrency", r.stdout[-1000:])
+check_levels(doc, ["plain", "dflash"])
+check("every speculative row drafted and counted what was accepted (0 <= accepted <= drafted, drafted > 0)",
+      all(0 <= lv["dflash"]["accepted"] <= lv["dflash"]["drafted"] and lv["dflash"]["drafted"] > 0
+          for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
+
+r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN), "--threads", "2"])
+check("the table without a draft: one row per level", r.returncode == 0 and
+      sum(1 for line in r.stdout.splitlines() if line.strip().split(" ")[0] in ("1", "2", "4")) == 3, r.stdout[-1500:])
+
+r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1", "--vs-llamacpp"])
+check("--vs-llamacpp with a Hugging Face folder: exit != 0, says a .gguf is needed",
+      r.returncode != 0 and ".gguf" in r.stderr, r.stderr[-500:])
+r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "0"])
+check("a level of 0: exit != 0 with a message", r.returncode != 0 and "concurrency" in r.stderr, r.stderr[-500:])
+
+with tempfile.TemporaryDirectory() as tmp:
+    gguf = os.path.join(tmp, "demo-q8_0.gguf")
+    c = subprocess.run([BIN, "convert", "--model", TARGET, "--out", gguf, "--type", "q8_0"], capture_output=True, text=True,
+                       timeout=300)
+    check("the demo target converts to GGUF", c.returncode == 0, c.stderr[-500:])
+    r = run(["--model", gguf, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN), "--threads", "2",
+             "--json", "--vs-llamacpp"])
+    check("bench --concurrency --vs-llamacpp on the GGUF exits 0", r.returncode == 0, r.stderr[-2000:])
+    doc = doc_of(r.stdout)
+    check_levels(doc, ["plain"])
+    peer = doc.get("llamacpp", {}).get("levels", [])
+    check("llama.cpp measured the same levels", [lv.get("streams") for lv in peer] == [1, 2, 4], json.dumps(peer)[:500])
+    check("llama.cpp generated every stream's tokens, tok/s > 0",
+          all(lv.get("tokens") == lv.get("streams", 0) * GEN and lv.get("aggregate_tok_s", 0) > 0 for lv in peer),
+          json.dumps(peer)[:800])
+finish()
