@@ -100,6 +100,10 @@ void add_serve_command(CLI::App& app) {
                   "Slots: requests generated at once, batched into one pass per step (0: from memory, 2-4)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  sub->add_option_function<size_t>(
+         "--cache-ram", [o](size_t mib) { o->srv.engine.cache_ram = mib << 20; },
+         "MiB of host memory for contexts of past conversations, shared by the slots (0: none; default 2048)")
+      ->check(CLI::Range(size_t(0), size_t(1) << 24));
   sub->add_option("--prefill-budget", s.engine.prefill_budget,
                   "Prompt rows a slot puts in one pass while other slots generate")
       ->check(CLI::Range(1, 1 << 20))

@@ -92,6 +92,22 @@ bool Generator::timed_accept(TokenConstraint& c, int32_t t) {
   return ok;
 }
 
+std::unique_ptr<GeneratorSnapshot> Generator::save() const {
+  const int n = std::min(state_->snapshot_point(), int(tokens_.size()));
+  if (n <= 0) return nullptr;
+  auto s = std::make_unique<GeneratorSnapshot>();
+  s->target = state_->snapshot(n);
+  if (!s->target) return nullptr;
+  s->tokens.assign(tokens_.begin(), tokens_.begin() + n);
+  return s;
+}
+
+bool Generator::restore(const GeneratorSnapshot& s) {
+  if (!s.target || int(s.tokens.size()) != s.target->length || !state_->restore(*s.target)) return false;
+  tokens_ = s.tokens;
+  return true;
+}
+
 void Generator::run_forward(const ForwardArgs& a) {
   if (batcher_) batcher_->forward(*state_, a);
   else model_.forward(*state_, a);

@@ -46,6 +46,16 @@ struct Timings {
   double decode_tok_s() const { return decode_s > 0 && generated_tokens > 1 ? (generated_tokens - 1) / decode_s : 0; }
 };
 
+// A generator's context kept outside it (the server's prompt cache): the tokens of a prefix
+// and the states at its end, the target's and, when speculating, the draft's.
+struct GeneratorSnapshot {
+  std::vector<int32_t> tokens;
+  std::unique_ptr<StateSnapshot> target, draft;
+  size_t bytes() const {
+    return tokens.size() * sizeof(int32_t) + (target ? target->bytes() : 0) + (draft ? draft->bytes() : 0);
+  }
+};
+
 enum class FinishReason { None, Stop, Length, Cancelled };
 const char* finish_reason_name(FinishReason r);
 
@@ -71,6 +81,11 @@ class Generator {
   void set_batcher(StepBatcher* b) { batcher_ = b; }
   // Positions of the prompt/context this generator's state holds now.
   int cached_length() const { return state_->length(); }
+  // Between requests: a copy of the context a later request may reuse (null: none), and
+  // taking such a copy back in place of the current context. The next start() reuses it as
+  // it reuses the previous request's cache; outputs do not depend on it.
+  virtual std::unique_ptr<GeneratorSnapshot> save() const;
+  virtual bool restore(const GeneratorSnapshot& s);
 
   FinishReason finish_reason() const { return finish_; }
   const Timings& timings() const { return timings_; }

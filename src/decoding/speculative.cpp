@@ -68,6 +68,25 @@ void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const Gener
   controller_ = SpecController(sp_.block_size, sp_.adaptive);
 }
 
+// The draft's context rows mirror the target's positions; those still pending (plain steps'
+// taps not fed yet) are left out, so the draft's snapshot may be shorter, and a restored
+// context is reused as far as both reach (start()).
+std::unique_ptr<GeneratorSnapshot> SpeculativeGenerator::save() const {
+  auto s = Generator::save();
+  if (!s) return s;
+  const int n = std::min(s->target->length, draft_state_->length());
+  if (n > 0) s->draft = draft_state_->snapshot(n);
+  return s;
+}
+
+bool SpeculativeGenerator::restore(const GeneratorSnapshot& s) {
+  if (!Generator::restore(s)) return false;
+  pending_taps_.clear();
+  pending_n_ = 0;
+  if (!s.draft || !draft_state_->restore(*s.draft)) draft_state_->rollback(0);
+  return true;
+}
+
 void SpeculativeGenerator::fall_back(const std::string& reason) {
   if (!draft_on_) return;
   draft_on_ = false;

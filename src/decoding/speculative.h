@@ -28,6 +28,8 @@ class SpeculativeGenerator : public Generator {
   void start(const std::vector<int32_t>& prompt, const GenerateParams& params) override;
   bool step(std::vector<int32_t>& out) override;
   const SpecStats& stats() const { return stats_; }
+  std::unique_ptr<GeneratorSnapshot> save() const override;
+  bool restore(const GeneratorSnapshot& s) override;
 
  private:
   void prefill_with_taps();

@@ -58,4 +58,44 @@ void KVCache::bind(int layer, AttentionArgs& a) const {
   a.kv_type = type_;
 }
 
+std::string KVCache::layout() const {
+  return "kv:" + std::to_string(n_layers_) + "x" + std::to_string(n_kv_heads_) + "x" + std::to_string(head_dim_) + ":" +
+         wtype_name(type_);
+}
+
+void KVCache::copy_rows_out(int n, std::vector<uint8_t>& out) const {
+  const size_t run = size_t(n) * row_bytes_;
+  out.resize(rows_bytes(n));
+  uint8_t* o = out.data();
+  for (int l = 0; l < n_layers_; ++l)
+    for (const uint8_t* base : {k(l), v(l)})
+      for (int h = 0; h < n_kv_heads_; ++h, o += run) std::memcpy(o, base + size_t(h) * size_t(capacity_) * row_bytes_, run);
+}
+
+void KVCache::copy_rows_in(int n, const uint8_t* in) {
+  const size_t run = size_t(n) * row_bytes_;
+  for (int l = 0; l < n_layers_; ++l)
+    for (uint8_t* base : {k(l), v(l)})
+      for (int h = 0; h < n_kv_heads_; ++h, in += run) std::memcpy(base + size_t(h) * size_t(capacity_) * row_bytes_, in, run);
+}
+
+std::unique_ptr<StateSnapshot> KVCache::snapshot(int n) const {
+  if (n <= 0 || n > length_) return nullptr;
+  auto s = std::make_unique<StateSnapshot>();
+  s->layout = layout();
+  s->length = n;
+  s->any_prefix = true;
+  copy_rows_out(n, s->kv);
+  return s;
+}
+
+bool KVCache::restore(const StateSnapshot& s) {
+  if (s.layout != layout() || s.length <= 0 || s.length > capacity_ || !s.recurrent.empty() ||
+      s.kv.size() != rows_bytes(s.length))
+    return false;
+  copy_rows_in(s.length, s.kv.data());
+  length_ = s.length;
+  return true;
+}
+
 }  // namespace dflash

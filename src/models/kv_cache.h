@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
@@ -40,6 +41,15 @@ class KVCache final : public SequenceState {
   int rollback_point(int n) const override { return n < 0 ? 0 : n < length_ ? n : length_; }
   void rollback(int n) override { if (n < length_) length_ = n < 0 ? 0 : n; }
   size_t bytes() const override { return 2 * bytes_; }
+  int snapshot_point() const override { return length_; }
+  std::unique_ptr<StateSnapshot> snapshot(int n) const override;
+  bool restore(const StateSnapshot& s) override;
+  // Rows [0, n) of every layer and head into `out` / back from `in` (n * row_bytes per head,
+  // k then v): what a snapshot of a hybrid state holds of its attention layers too.
+  void copy_rows_out(int n, std::vector<uint8_t>& out) const;
+  void copy_rows_in(int n, const uint8_t* in);
+  std::string layout() const;
+  size_t rows_bytes(int n) const { return 2 * size_t(n_layers_) * size_t(n_kv_heads_) * size_t(n) * row_bytes_; }
   // The model that wrote rows up to n (positions are stored before the length moves).
   void set_length(int n) { length_ = n; }
   WType type() const { return type_; }

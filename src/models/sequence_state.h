@@ -17,8 +17,26 @@
 // Several sequences go through one forward pass as a batch of (state, rows) pairs
 // (models/target_model.h); each state belongs to the model that made it.
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace dflash {
+
+// A copy of a state at one length, in host memory, for a prompt cache that outlives the
+// state (the server's --cache-ram). `layout` names the geometry it was taken from; a state
+// restores only a snapshot of its own layout.
+struct StateSnapshot {
+  std::string layout;
+  int length = 0;
+  std::vector<uint8_t> kv;        // attention rows [0, length), the family's own order
+  std::vector<float> recurrent;   // a hybrid's linear-layer states at `length`
+  // Whether a restored state can roll back to any shorter length (a KV cache), or only to
+  // `length` itself (a recurrent state: a later prompt must extend all of it).
+  bool any_prefix = false;
+  size_t bytes() const { return kv.size() + recurrent.size() * sizeof(float); }
+};
 
 class SequenceState {
  public:
@@ -43,6 +61,17 @@ class SequenceState {
   // Keeps the state at the current length reachable by rollback until the state rolls back
   // below it.
   virtual void keep_checkpoint() {}
+
+  // The greatest length a snapshot can be taken at, the one most useful to a later request:
+  // a KV cache's length; a recurrent state's checkpoint (where the next turn's prompt parts
+  // from this one), else the length of its base states. 0: nothing worth keeping.
+  virtual int snapshot_point() const { return 0; }
+  // The state at length n (n == snapshot_point(), or any length a KV cache holds); null when
+  // this state cannot give one there.
+  virtual std::unique_ptr<StateSnapshot> snapshot(int n) const { return nullptr; }
+  // Becomes the snapshot's state (length, rows, recurrent states); false, unchanged, when the
+  // snapshot is of another layout or longer than this state's capacity.
+  virtual bool restore(const StateSnapshot& s) { return false; }
 };
 
 }  // namespace dflash

@@ -61,6 +61,7 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
     batcher_->set_gate(opt.adaptive);  // --no-adaptive: fixed blocks, as with one slot
   }
   slots_.resize(size_t(n_slots));
+  if (opt.cache_ram > 0) cache_ = std::make_unique<PromptCache>(opt.cache_ram);
   for (Slot& slot : slots_) {
     if (draft_) {
       SpecParams sp;
@@ -134,6 +135,15 @@ Engine::Slot& Engine::acquire(const std::vector<int32_t>& prompt) {
       best_common = common;
     }
   }
+  if (!best && lru && cache_) {
+    // A new conversation for this slot: its present one goes to the prompt cache, and a
+    // stored conversation that this prompt continues comes back in its place.
+    const std::vector<int32_t>& had = lru->gen->tokens();
+    size_t kept = 0;
+    while (kept < had.size() && kept < prompt.size() && had[kept] == prompt[kept]) ++kept;
+    cache_->put(lru->gen->save());
+    if (const GeneratorSnapshot* snap = cache_->best_for(prompt, std::max(kept, kMinReuse - 1))) lru->gen->restore(*snap);
+  }
   if (!best) best = lru;
   if (!best) throw Error("no free slot (the queue admits at most --parallel requests)");
   best->busy = true;
@@ -162,6 +172,8 @@ std::vector<SlotInfo> Engine::slot_info() const {
   }
   return out;
 }
+
+PromptCacheStats Engine::cache_stats() const { return cache_ ? cache_->stats() : PromptCacheStats{}; }
 
 BatchStats Engine::batch_stats() const {
   if (batcher_) return batcher_->stats();

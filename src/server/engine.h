@@ -18,6 +18,7 @@
 #include "decoding/generator.h"
 #include "decoding/spec_stats.h"
 #include "decoding/step_batcher.h"
+#include "server/prompt_cache.h"
 #include "server/reasoning.h"
 #include "server/structured_output.h"
 #include "server/tool_calls.h"
@@ -43,6 +44,7 @@ struct EngineOptions {
   int chunk_size = 512;
   int parallel = 1;                  // slots; 0: chosen from memory (2..4)
   int prefill_budget = 64;           // prompt rows per pass beside other slots (step_batcher.h)
+  size_t cache_ram = size_t(2048) << 20;  // the prompt cache's budget in bytes (0: none)
 };
 
 // What /metrics shows of one slot.
@@ -118,6 +120,7 @@ class Engine {
   int parallel() const { return int(slots_.size()); }
   std::vector<SlotInfo> slot_info() const;
   BatchStats batch_stats() const;
+  PromptCacheStats cache_stats() const;
   const std::string& model_dir() const { return opt_.model_dir; }
   const std::string& draft_dir() const { return opt_.draft_dir; }
   const std::string& weights() const { return opt_.weights; }
@@ -154,6 +157,7 @@ class Engine {
   GenResult generate_in(const GenRequest& req, const DeltaSink& sink, Generator& gen, SpeculativeGenerator* spec);
   void release(Slot& s, int tokens);
   std::unique_ptr<StepBatcher> batcher_;  // null with one slot
+  std::unique_ptr<PromptCache> cache_;    // null with --cache-ram 0
   std::vector<Slot> slots_;
   mutable std::mutex slots_mu_;
   uint64_t use_clock_ = 0;

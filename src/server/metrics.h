@@ -32,6 +32,10 @@ struct Gauges {
   // Continuous batching (decoding/step_batcher.h): passes over the weights and what they held.
   uint64_t batch_passes = 0, batch_rows = 0, batch_sequences = 0;
   int last_batch_sequences = 0, last_batch_rows = 0;
+  bool speculation_allowed = true;   // the batch's goodput gate (decoding/batch_spec_gate.h)
+  // The prompt cache beyond the slots (server/prompt_cache.h).
+  uint64_t cache_hits = 0, cache_misses = 0, cache_hit_tokens = 0, cache_stores = 0, cache_evictions = 0;
+  uint64_t cache_entries = 0, cache_bytes = 0, cache_budget = 0;
   uint64_t open_connections = 0, refused_connections = 0, timed_out_requests = 0;
 };
 

@@ -3,7 +3,9 @@
 // speculation stats (fixed block size, --no-adaptive), greedy and seeded sampling, streamed and
 // not; dense (models/demo) and hybrid (models/demo35) pairs, with and without the draft. The
 // passes were really batched (/metrics: sequences per pass > 1), /metrics shows every slot, and a
-// follow-up turn goes to the slot that holds its conversation (cached_tokens).
+// follow-up turn goes to the slot that holds its conversation (cached_tokens); on one slot, a
+// conversation displaced by others comes back from the prompt cache (--cache-ram), and with
+// --cache-ram 0 it does not.
 import {
   Checks, assert, assertEq, overallTimeout, post, request, sseEvents, startServer,
   DEMO_DRAFT, DEMO_TARGET, DEMO35_DRAFT, DEMO35_TARGET,
@@ -42,6 +44,8 @@ async function ask(url, i, stream) {
 }
 
 // Two turns of one conversation, `between` run between them; the second turn's cached_tokens.
+// Its answer must be the same every time (followUpText: the first one, reset per pair).
+let followUpText = null;
 async function conversation(url, between) {
   const first = { messages: [{ role: 'user', content: PROMPTS[5] }], max_tokens: 8, temperature: 0, chat_template_kwargs: { enable_thinking: false } };
   const r1 = await post(url + '/v1/chat/completions', first);
@@ -50,6 +54,9 @@ async function conversation(url, between) {
   const next = { ...first, messages: [...first.messages, r1.json.choices[0].message, { role: 'user', content: 'And now in C.' }] };
   const r2 = await post(url + '/v1/chat/completions', next);
   assertEq(r2.status, 200, 'second turn');
+  const text = r2.json.choices[0].message.content;
+  if (followUpText === null) followUpText = text;
+  else assertEq(text, followUpText, 'the second turn\'s answer (as with nothing in between on one slot)');
   return r2.json.usage.prompt_tokens_details.cached_tokens;
 }
 
@@ -63,12 +70,27 @@ async function pairCheck(label, target, draft) {
   if (draft) common.push('--draft', draft, '--block-size', '4', '--no-adaptive');
   else common.push('--no-draft');
   let alone = [], followUpCached = -1;
-  await checks.check(`[${label}] the 8 requests one at a time (--parallel 1): the reference`, async () => {
+  followUpText = null;
+  await checks.check(`[${label}] the 8 requests one at a time (--parallel 1): the reference; a conversation survives 3 others in the prompt cache`, async () => {
     const one = await startServer([...common, '--parallel', '1']);
     try {
       for (let i = 0; i < PROMPTS.length; i++) alone.push(await ask(one.url, i, false));
       followUpCached = await conversation(one.url, async () => {});
+      // --cache-ram: other conversations take the one slot between the turns; the first one
+      // goes to the prompt cache and comes back for its second turn.
+      const cached = await conversation(one.url, () => Promise.all([0, 1, 2].map((i) => ask(one.url, i, false))));
+      assertEq(cached, followUpCached, 'cached_tokens after 3 other conversations on the one slot (prompt cache)');
+      const m = (await request(one.url + '/metrics')).text;
+      assert(metric(m, 'dflash_prompt_cache_hits_total') >= 1 && metric(m, 'dflash_prompt_cache_entries') >= 1,
+        'prompt cache metrics: ' + (m.match(/^dflash_prompt_cache.*$/gm) || []).join('; '));
     } finally { await one.stop(); }
+    const none = await startServer([...common, '--parallel', '1', '--cache-ram', '0']);
+    try {
+      const cached = await conversation(none.url, () => Promise.all([0, 1, 2].map((i) => ask(none.url, i, false))));
+      assert(cached < followUpCached / 2, `with --cache-ram 0 the conversation was lost, yet ${cached} tokens were cached`);
+      const m = (await request(none.url + '/metrics')).text;
+      assertEq(metric(m, 'dflash_prompt_cache_hits_total'), 0, 'hits with --cache-ram 0');
+    } finally { await none.stop(); }
     assert(alone.every((a) => a.text.length > 0 && a.n === MAX), 'a reference answer is short');
     if (draft) assert(alone.every((a) => a.drafted > 0), 'a reference request never drafted');
   });

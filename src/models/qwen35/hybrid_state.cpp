@@ -139,4 +139,55 @@ void HybridState::rollback(int n) {
   kv_.set_length(n);
 }
 
+// Snapshots: the checkpoint (where a chat's next turn parts from this one), else the base
+// states when no rows are pending past them. States are copied as [linear layer][rec | conv],
+// the checkpoint's own order.
+int HybridState::snapshot_point() const {
+  if (ckpt_len_ > 0) return ckpt_len_;
+  return from_;
+}
+
+std::unique_ptr<StateSnapshot> HybridState::snapshot(int n) const {
+  if (n <= 0 || n > length_) return nullptr;
+  const size_t per_layer = conv_floats_ + rec_floats_;
+  auto s = std::make_unique<StateSnapshot>();
+  s->layout = "hybrid:" + std::to_string(layers_.size()) + "x" + std::to_string(per_layer) + "+" + kv_.layout();
+  s->length = n;
+  s->recurrent.resize(layers_.size() * per_layer);
+  float* p = s->recurrent.data();
+  if (n == ckpt_len_) {
+    std::memcpy(p, ckpt_.get(), s->recurrent.size() * sizeof(float));
+  } else if (n == from_) {
+    for (const Linear& L : layers_) {
+      std::memcpy(p, L.rec, rec_floats_ * sizeof(float));
+      std::memcpy(p + rec_floats_, L.conv, conv_floats_ * sizeof(float));
+      p += per_layer;
+    }
+  } else {
+    return nullptr;  // no copy of the states at n
+  }
+  kv_.copy_rows_out(n, s->kv);
+  return s;
+}
+
+bool HybridState::restore(const StateSnapshot& s) {
+  const size_t per_layer = conv_floats_ + rec_floats_;
+  const std::string layout = "hybrid:" + std::to_string(layers_.size()) + "x" + std::to_string(per_layer) + "+" + kv_.layout();
+  if (s.layout != layout || s.length <= 0 || s.length > kv_.capacity() || s.recurrent.size() != layers_.size() * per_layer ||
+      s.kv.size() != kv_.rows_bytes(s.length))
+    return false;
+  const float* p = s.recurrent.data();
+  for (Linear& L : layers_) {
+    std::memcpy(L.rec, p, rec_floats_ * sizeof(float));
+    std::memcpy(L.conv, p + rec_floats_, conv_floats_ * sizeof(float));
+    p += per_layer;
+  }
+  kv_.copy_rows_in(s.length, s.kv.data());
+  length_ = from_ = s.length;
+  logged_ = 0;
+  kv_.set_length(length_);
+  keep_checkpoint();  // so that rollback_point(length) stays reachable after a longer forward
+  return true;
+}
+
 }  // namespace dflash

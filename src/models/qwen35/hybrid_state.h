@@ -53,6 +53,9 @@ class HybridState final : public SequenceState {
   bool wants_checkpoints() const override { return true; }
   // One copy of every linear layer's states at the current length.
   void keep_checkpoint() override;
+  int snapshot_point() const override;
+  std::unique_ptr<StateSnapshot> snapshot(int n) const override;
+  bool restore(const StateSnapshot& s) override;
 
   // --- For the model's forward ---
   KVCache& kv() { return kv_; }
