@@ -26,6 +26,7 @@ struct LevelResult {
   double wall_s = 1e30;
   long tokens = 0, drafted = 0, accepted = 0;
   std::vector<double> latency_s;  // per request, start to last token
+  BatchStats batch;               // the passes: how many, how full, how long
   double agg_tok_s() const { return wall_s > 0 ? double(tokens) / wall_s : 0; }
 };
 
@@ -82,6 +83,7 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
     });
   for (auto& t : threads) t.join();
   r.wall_s = now_seconds() - t0;
+  r.batch = batcher.stats();
   for (const auto& e : errors)
     if (!e.empty()) throw Error("bench --concurrency: a request failed: " + e);
   for (const auto& g : gens) {
@@ -98,7 +100,10 @@ nlohmann::json to_json(const LevelResult& r) {
   return {{"aggregate_tok_s", r.agg_tok_s()}, {"wall_s", r.wall_s}, {"tokens", r.tokens},
           {"latency_p50_s", percentile(r.latency_s, 0.5)}, {"latency_max_s", percentile(r.latency_s, 1.0)},
           {"drafted", r.drafted}, {"accepted", r.accepted},
-          {"accept_rate", r.drafted ? double(r.accepted) / double(r.drafted) : 0.0}};
+          {"accept_rate", r.drafted ? double(r.accepted) / double(r.drafted) : 0.0},
+          {"passes", r.batch.passes}, {"sequences_per_pass", r.batch.passes ? double(r.batch.sequences) / double(r.batch.passes) : 0.0},
+          {"rows_per_pass", r.batch.passes ? double(r.batch.rows) / double(r.batch.passes) : 0.0},
+          {"pass_share_of_wall", r.wall_s > 0 ? r.batch.pass_s / r.wall_s : 0.0}};
 }
 
 }  // namespace

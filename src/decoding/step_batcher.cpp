@@ -96,13 +96,17 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
     rows += m->rows.rows.n;
   }
   std::exception_ptr error;
+  double t0 = 0, t1 = 0;
   try {
     std::lock_guard<std::mutex> c(compute_mu_);
+    t0 = now_seconds();
     model_.forward_batch(batch);
+    t1 = now_seconds();
   } catch (...) {
     error = std::current_exception();
   }
   lk.lock();
+  stats_.pass_s += t1 - t0;
   for (Pending* m : members) {
     m->error = error;
     m->done = true;

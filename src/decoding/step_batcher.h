@@ -30,6 +30,7 @@ namespace dflash {
 struct BatchStats {
   uint64_t passes = 0, rows = 0, sequences = 0;  // totals over all passes
   int last_sequences = 0, last_rows = 0;         // of the latest pass
+  double pass_s = 0;                             // time inside the passes, all together
   int active = 0;                                // slots generating now
   bool speculation_allowed = true;               // the gate's setting now (batch_spec_gate.h)
   double goodput_on = 0, goodput_off = 0;        // its latest measurement, tokens/s

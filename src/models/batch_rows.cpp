@@ -40,4 +40,51 @@ void capture_layer(std::span<SequenceRows> batch, int layer, const float* x, int
   }
 }
 
+void batch_logits(std::span<SequenceRows> batch, const float* x, int hidden, int vocab,
+                  const std::function<void(const float*, int, float*)>& head, BatchLogitsBuffers& buf) {
+  const size_t H = size_t(hidden), V = size_t(vocab);
+  auto from_of = [](const ForwardArgs& a) { return a.logits_from < 0 ? a.n - 1 : a.logits_from; };
+  size_t rows = 0, with_logits = 0;
+  for (const SequenceRows& s : batch)
+    if (s.rows.logits && s.rows.n > 0 && from_of(s.rows) < s.rows.n) {
+      rows += size_t(s.rows.n - from_of(s.rows));
+      ++with_logits;
+    }
+  if (rows == 0) return;
+  if (with_logits == 1) {
+    size_t r = 0;
+    for (const SequenceRows& s : batch) {
+      const ForwardArgs& a = s.rows;
+      const int from = from_of(a);
+      if (a.logits && a.n > 0 && from < a.n) head(x + (r + size_t(from)) * H, a.n - from, a.logits);
+      r += size_t(a.n);
+    }
+    return;
+  }
+  buf.hidden.resize(rows * H);
+  buf.logits.resize(rows * V);
+  size_t r = 0, g = 0;
+  for (const SequenceRows& s : batch) {
+    const ForwardArgs& a = s.rows;
+    const int from = from_of(a);
+    if (a.logits && a.n > 0 && from < a.n) {
+      const size_t k = size_t(a.n - from);
+      std::memcpy(buf.hidden.data() + g * H, x + (r + size_t(from)) * H, sizeof(float) * k * H);
+      g += k;
+    }
+    r += size_t(a.n);
+  }
+  head(buf.hidden.data(), int(rows), buf.logits.data());
+  g = 0;
+  for (const SequenceRows& s : batch) {
+    const ForwardArgs& a = s.rows;
+    const int from = from_of(a);
+    if (a.logits && a.n > 0 && from < a.n) {
+      const size_t k = size_t(a.n - from);
+      std::memcpy(a.logits, buf.logits.data() + g * V, sizeof(float) * k * V);
+      g += k;
+    }
+  }
+}
+
 }  // namespace dflash

@@ -111,15 +111,12 @@ void DenseModel::forward_batch(std::span<SequenceRows> batch) const {
     capture_layer(batch, l, x, H);
   }
 
-  r = 0;
   for (const SequenceRows& s : batch) {
-    const ForwardArgs& a = s.rows;
     auto& cache = static_cast<KVCache&>(*s.state);
-    cache.set_length(cache.length() + a.n);
-    const int from = a.logits_from < 0 ? a.n - 1 : a.logits_from;
-    if (a.logits && from < a.n && a.n > 0) logits_from_hidden(x + (r + size_t(from)) * H, a.n - from, a.logits);
-    r += size_t(a.n);
+    cache.set_length(cache.length() + s.rows.n);
   }
+  batch_logits(batch, x, H, c.vocab, [this](const float* hs, int rows, float* out) { logits_from_hidden(hs, rows, out); },
+               logits_buf_);
 }
 
 }  // namespace dflash

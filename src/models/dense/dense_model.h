@@ -12,6 +12,7 @@
 #include "models/dense/decoder_blocks.h"
 #include "models/kv_cache.h"
 #include "models/model_config.h"
+#include "models/batch_rows.h"
 #include "models/target_model.h"
 
 namespace dflash {
@@ -50,6 +51,7 @@ class DenseModel final : public TargetModel {
   // Activations, grown to the largest call's rows and reused (single-flight).
   mutable DecoderActivations act_;
   mutable ActivationBuffer normed_;
+  mutable BatchLogitsBuffers logits_buf_;  // several sequences' logit rows, gathered (batch_rows.h)
   friend struct DenseLoader;
   friend struct DenseGgufLoader;
 };

@@ -213,14 +213,10 @@ void Qwen35Model::forward_batch(std::span<SequenceRows> batch) const {
     capture_layer(batch, l, x, H);
   }
 
-  r = 0;
-  for (const SequenceRows& s : batch) {
-    const ForwardArgs& a = s.rows;
-    if (a.n > 0) static_cast<HybridState&>(*s.state).commit(a.n, a.rollback_rows);
-    const int from = a.logits_from < 0 ? a.n - 1 : a.logits_from;
-    if (a.logits && from < a.n && a.n > 0) logits_from_hidden(x + (r + size_t(from)) * H, a.n - from, a.logits);
-    r += size_t(a.n);
-  }
+  for (const SequenceRows& s : batch)
+    if (s.rows.n > 0) static_cast<HybridState&>(*s.state).commit(s.rows.n, s.rows.rollback_rows);
+  batch_logits(batch, x, H, c.vocab, [this](const float* hs, int rows, float* out) { logits_from_hidden(hs, rows, out); },
+               logits_buf_);
 }
 
 }  // namespace dflash

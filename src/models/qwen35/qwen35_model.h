@@ -15,6 +15,7 @@
 #include "models/model_config.h"
 #include "models/qwen35/hybrid_state.h"
 #include "models/qwen35/qwen35_tensors.h"
+#include "models/batch_rows.h"
 #include "models/target_model.h"
 
 namespace dflash {
@@ -66,6 +67,7 @@ class Qwen35Model final : public TargetModel, private LinearReplay {
   };
   mutable Activations act_;
   mutable ActivationBuffer normed_, replay_c_;
+  mutable BatchLogitsBuffers logits_buf_;  // several sequences' logit rows, gathered (batch_rows.h)
   friend struct Qwen35Loader;
 };
 
