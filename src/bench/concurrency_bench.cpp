@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bench/llamacpp_bench.h"
+#include "bench/model_speed.h"
 #include "chat/simple_chat_prompt.h"
 #include "decoding/speculative.h"
 #include "decoding/step_batcher.h"
@@ -110,13 +111,7 @@ nlohmann::json to_json(const LevelResult& r) {
 
 nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   const std::string dir = resolve_model_dir(o.model);
-  PairOptions po;
-  po.model = dir;
-  po.draft = o.draft;
-  po.weights = parse_weights_option(o.weights);
-  po.populate = true;
-  po.threads = o.threads;
-  ModelPair pair = load_pair(po);
+  ModelPair pair = load_bench_pair(dir, o.draft, o.weights, o.threads);
   if (!pair.tokenizer) throw file_error(dir, "missing tokenizer.json (the bench tokenizes its prompts)");
   const std::string pf = o.prompts_file.empty() ? dir + "/../bench_prompts.json" : o.prompts_file;
   const auto pj = read_json_file(pf);

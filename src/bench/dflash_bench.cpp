@@ -210,18 +210,12 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
 
 nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   const std::string dir = resolve_model_dir(o.model);
-  PairOptions po;
-  po.model = dir;
-  po.draft = o.draft;
-  po.weights = parse_weights_option(o.weights);
-  po.populate = true;
-  po.threads = o.threads;
-  ModelPair pair = load_pair(po);
+  ModelPair pair = load_bench_pair(dir, o.draft, o.weights, o.threads);
   const auto& target = pair.target;
   const auto& draft = pair.draft;
   // A second draft (typically DFlash2) benchmarked on the same prompts in the same run.
   LoadOptions lo;
-  lo.weights = po.weights;
+  lo.weights = parse_weights_option(o.weights);
   lo.populate = true;
   lo.backend = pair.backend;
   std::unique_ptr<DFlashDraft> draft2 = o.draft2.empty() ? nullptr : DFlashDraft::load(o.draft2, lo, *target);

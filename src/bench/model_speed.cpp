@@ -8,6 +8,7 @@
 #include "decoding/generator.h"
 #include "kernels/kernels.h"
 #include "models/dense/arch_spec.h"
+#include "models/model_files.h"
 #include "models/qwen35/qwen35_model.h"
 #include "util/error.h"
 #include "util/peak_rss.h"
@@ -262,6 +263,16 @@ BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_to
   const int64_t rss = peak_rss_bytes();
   r.peak_rss_mb = rss < 0 ? -1 : double(rss) / (1 << 20);
   return r;
+}
+
+ModelPair load_bench_pair(const std::string& model, const std::string& draft, const std::string& weights, int threads) {
+  PairOptions po;
+  po.model = resolve_model_dir(model);
+  po.draft = draft;
+  po.weights = parse_weights_option(weights);
+  po.populate = true;
+  po.threads = threads;
+  return load_pair(po);
 }
 
 }  // namespace dflash::bench

@@ -8,6 +8,7 @@
 #include "kernels/weight_matrix.h"
 #include "models/model_config.h"
 #include "models/dense/dense_model.h"
+#include "models/model_pair.h"
 #include "util/thread_pool.h"
 
 namespace dflash::bench {
@@ -23,6 +24,10 @@ std::unique_ptr<TargetModel> random_model(const ModelConfig& c, WType weights, u
 size_t recurrent_state_bytes(const ModelConfig& c);
 // Bytes of attention KV cache per position (only a hybrid's full-attention layers have one).
 double kv_bytes_per_position(const TargetModel& m);
+
+// A model folder or GGUF (resolved as the commands resolve --model) and its draft (may be
+// empty), every page read at load so the first timed step does not pay for it.
+ModelPair load_bench_pair(const std::string& model, const std::string& draft, const std::string& weights, int threads);
 
 // Batch sizes of the verification cost curve (forward of K tokens).
 inline const std::vector<int>& curve_k() {

@@ -9,7 +9,8 @@
 // in the pass (batch invariance, docs/architecture.md), and each sequence keeps its own state.
 //
 // When a pass runs: as soon as every active slot waits in forward(); or, while no slot is in a
-// draft pass (compute()), when the oldest waiter has waited max_wait (a slot busy elsewhere:
+// draft pass (compute()), when the oldest waiter has waited the longer of max_wait and a
+// quarter of a recent pass (a slot busy elsewhere:
 // sampling, a slow client). A slot in a draft pass is about to verify, so the others wait for it.
 // All model compute (passes and the drafts' work, which also reads the target's embedding
 // and head) takes one lock: a model's activation buffers and the backend's thread pool
@@ -18,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <algorithm>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -84,6 +86,8 @@ class StepBatcher {
   const TargetModel& model_;
   const int prefill_budget_;
   const double max_wait_s_;
+  double pass_ema_s_ = 0;  // recent passes' time: slots that are a pass behind get a share of it
+  double wait_s() const { return std::max(max_wait_s_, 0.25 * pass_ema_s_); }
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending*> pending_;

@@ -211,22 +211,8 @@ Gauges HttpServer::gauges() const {
   g.ready = engine() != nullptr;
   if (Engine* e = engine()) {
     for (const SlotInfo& s : e->slot_info()) g.per_slot.push_back({s.busy, s.cached_tokens, s.requests, s.tokens});
-    const BatchStats b = e->batch_stats();
-    g.batch_passes = b.passes;
-    g.batch_rows = b.rows;
-    g.batch_sequences = b.sequences;
-    g.last_batch_sequences = b.last_sequences;
-    g.last_batch_rows = b.last_rows;
-    g.speculation_allowed = b.speculation_allowed;
-    const PromptCacheStats c = e->cache_stats();
-    g.cache_hits = c.hits;
-    g.cache_misses = c.misses;
-    g.cache_hit_tokens = c.hit_tokens;
-    g.cache_stores = c.stores;
-    g.cache_evictions = c.evictions;
-    g.cache_entries = c.entries;
-    g.cache_bytes = c.bytes;
-    g.cache_budget = c.budget;
+    g.batch = e->batch_stats();
+    g.cache = e->cache_stats();
   }
   g.open_connections = c.open;
   g.refused_connections = c.refused;

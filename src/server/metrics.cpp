@@ -94,24 +94,24 @@ std::string Metrics::prometheus(const Gauges& g) const {
   metric(o, "dflash_requests_running", "gauge", "Requests generating now (at most dflash_slots).", g.running);
   metric(o, "dflash_slots", "gauge", "Slots: requests that may generate at once (--parallel).", g.slots);
   metric(o, "dflash_batch_passes_total", "counter", "Batched passes over the weights (with --parallel > 1).",
-         double(g.batch_passes));
-  metric(o, "dflash_batch_rows_total", "counter", "Rows in those passes.", double(g.batch_rows));
+         double(g.batch.passes));
+  metric(o, "dflash_batch_rows_total", "counter", "Rows in those passes.", double(g.batch.rows));
   metric(o, "dflash_batch_sequences_total", "counter", "Sequences in those passes (mean batch: over passes).",
-         double(g.batch_sequences));
-  metric(o, "dflash_batch_size", "gauge", "Sequences in the latest pass.", g.last_batch_sequences);
+         double(g.batch.sequences));
+  metric(o, "dflash_batch_size", "gauge", "Sequences in the latest pass.", g.batch.last_sequences);
   metric(o, "dflash_batch_speculation_allowed", "gauge", "1 while the batch's goodput gate lets slots draft.",
-         g.speculation_allowed ? 1 : 0);
+         g.batch.speculation_allowed ? 1 : 0);
   metric(o, "dflash_prompt_cache_hits_total", "counter", "Requests whose prompt continued a conversation restored from --cache-ram.",
-         double(g.cache_hits));
+         double(g.cache.hits));
   metric(o, "dflash_prompt_cache_misses_total", "counter", "New conversations for a slot with nothing in the prompt cache.",
-         double(g.cache_misses));
+         double(g.cache.misses));
   metric(o, "dflash_prompt_cache_hit_tokens_total", "counter", "Prompt tokens served from restored contexts.",
-         double(g.cache_hit_tokens));
-  metric(o, "dflash_prompt_cache_entries", "gauge", "Contexts held in the prompt cache.", double(g.cache_entries));
-  metric(o, "dflash_prompt_cache_bytes", "gauge", "Bytes they hold.", double(g.cache_bytes));
-  metric(o, "dflash_prompt_cache_budget_bytes", "gauge", "--cache-ram.", double(g.cache_budget));
+         double(g.cache.hit_tokens));
+  metric(o, "dflash_prompt_cache_entries", "gauge", "Contexts held in the prompt cache.", double(g.cache.entries));
+  metric(o, "dflash_prompt_cache_bytes", "gauge", "Bytes they hold.", double(g.cache.bytes));
+  metric(o, "dflash_prompt_cache_budget_bytes", "gauge", "--cache-ram.", double(g.cache.budget));
   metric(o, "dflash_prompt_cache_evictions_total", "counter", "Contexts dropped to stay within the budget.",
-         double(g.cache_evictions));
+         double(g.cache.evictions));
   o << "# HELP dflash_slot_busy 1 while the slot generates.\n# TYPE dflash_slot_busy gauge\n";
   for (size_t i = 0; i < g.per_slot.size(); ++i) o << "dflash_slot_busy{slot=\"" << i << "\"} " << (g.per_slot[i].busy ? 1 : 0) << '\n';
   o << "# HELP dflash_slot_cached_tokens Context positions an idle slot holds for prefix reuse (-1 while busy).\n"
@@ -169,20 +169,20 @@ nlohmann::ordered_json Metrics::stats(const Gauges& g) const {
           {"queue_depth", g.queue_depth},
           {"running", g.running},
           {"slots", g.slots},
-          {"batch", {{"passes", g.batch_passes},
-                     {"rows", g.batch_rows},
-                     {"sequences", g.batch_sequences},
-                     {"last_sequences", g.last_batch_sequences},
-                     {"last_rows", g.last_batch_rows}}},
+          {"batch", {{"passes", g.batch.passes},
+                     {"rows", g.batch.rows},
+                     {"sequences", g.batch.sequences},
+                     {"last_sequences", g.batch.last_sequences},
+                     {"last_rows", g.batch.last_rows}}},
           {"per_slot", slots_json(g)},
-          {"prompt_cache", {{"hits", g.cache_hits},
-                            {"misses", g.cache_misses},
-                            {"hit_tokens", g.cache_hit_tokens},
-                            {"stores", g.cache_stores},
-                            {"evictions", g.cache_evictions},
-                            {"entries", g.cache_entries},
-                            {"bytes", g.cache_bytes},
-                            {"budget_bytes", g.cache_budget}}},
+          {"prompt_cache", {{"hits", g.cache.hits},
+                            {"misses", g.cache.misses},
+                            {"hit_tokens", g.cache.hit_tokens},
+                            {"stores", g.cache.stores},
+                            {"evictions", g.cache.evictions},
+                            {"entries", g.cache.entries},
+                            {"bytes", g.cache.bytes},
+                            {"budget_bytes", g.cache.budget}}},
           {"rejected", rejected_},
           {"think_capped", think_capped_},
           {"disconnects", disconnects_},

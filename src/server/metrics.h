@@ -8,6 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "decoding/step_batcher.h"
+#include "server/prompt_cache.h"
+
 namespace dflash::server {
 
 struct RequestRecord {
@@ -29,13 +32,8 @@ struct Gauges {
   int queue_depth = 0, running = 0, slots = 1;
   bool ready = false;
   std::vector<SlotGauge> per_slot;
-  // Continuous batching (decoding/step_batcher.h): passes over the weights and what they held.
-  uint64_t batch_passes = 0, batch_rows = 0, batch_sequences = 0;
-  int last_batch_sequences = 0, last_batch_rows = 0;
-  bool speculation_allowed = true;   // the batch's goodput gate (decoding/batch_spec_gate.h)
-  // The prompt cache beyond the slots (server/prompt_cache.h).
-  uint64_t cache_hits = 0, cache_misses = 0, cache_hit_tokens = 0, cache_stores = 0, cache_evictions = 0;
-  uint64_t cache_entries = 0, cache_bytes = 0, cache_budget = 0;
+  BatchStats batch;                  // continuous batching (decoding/step_batcher.h)
+  PromptCacheStats cache;            // the prompt cache beyond the slots (server/prompt_cache.h)
   uint64_t open_connections = 0, refused_connections = 0, timed_out_requests = 0;
 };
 

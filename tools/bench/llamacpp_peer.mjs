@@ -164,8 +164,9 @@ async function main() {
         contextSize: c * (longest + o.tg + 32), threads, batchSize: Math.max(512, c * longest), sequences: c,
       });
       let best = null;
+      const seqs = Array.from({ length: c }, () => context.getSequence());
       for (let rep = 0; rep < Math.max(1, o.reps); ++rep) {
-        const seqs = Array.from({ length: c }, () => context.getSequence());
+        for (const seq of seqs) await seq.clearHistory();
         const t0 = now();
         const latencies = [];
         let tokens = 0;
@@ -178,7 +179,6 @@ async function main() {
           latencies.push(now() - t0);
         }));
         const wall = now() - t0;
-        for (const seq of seqs) seq.dispose();
         latencies.sort((a, b) => a - b);
         const r = { streams: c, aggregate_tok_s: (tokens * 1000) / wall, wall_ms: wall, tokens,
           latency_p50_ms: latencies[Math.floor((latencies.length - 1) / 2 + 0.5)], latency_max_ms: latencies[latencies.length - 1] };
