@@ -13,10 +13,20 @@ void BatchSpecGate::start_window(double now) {
 
 void BatchSpecGate::after_pass(int active, double now) {
   if (active != active_) {
-    // Goodputs of different batch sizes do not compare: measure again from the start.
+    // Goodputs of different batch sizes do not compare: back to this size's last decision, or
+    // a measurement from the start.
     active_ = active;
-    phase_ = Phase::MeasureOn;
-    allowed_.store(true);
+    auto it = by_active_.find(active);
+    if (it != by_active_.end()) {
+      phase_ = Phase::Exploit;
+      exploited_ = 0;
+      allowed_.store(it->second.allowed);
+      goodput_on_ = it->second.on;
+      goodput_off_ = it->second.off;
+    } else {
+      phase_ = Phase::MeasureOn;
+      allowed_.store(true);
+    }
     start_window(now);
     return;
   }
@@ -38,6 +48,7 @@ void BatchSpecGate::after_pass(int active, double now) {
       ++decisions_;
       // Drafting must clearly pay to stay on (2%, as a slot's controller asks); ties go to plain.
       allowed_.store(goodput_on_ > goodput_off_ * 1.02);
+      by_active_[active] = Decision{allowed_.load(), goodput_on_, goodput_off_};
       break;
     case Phase::Exploit:
       if (++exploited_ >= exploit_windows_) {

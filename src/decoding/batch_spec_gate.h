@@ -9,10 +9,14 @@
 // window_passes passes and window_s seconds, with the same number of slots active throughout:
 // a window in which a slot joins or leaves starts over), keeps the better setting for
 // exploit_windows windows, then measures again, so a change of text or of load is followed.
+// The decision is kept per number of active slots: when a slot joins or leaves, the gate goes
+// back to what it last decided for the new number (a server's slots come and go all the
+// time), and measures only a number it has not seen.
 // With one active slot it stands aside (allowed): the slot's controller decides alone.
 // Outputs never depend on it (speculation is lossless); only speed and the drafted counts do.
 #include <atomic>
 #include <cstdint>
+#include <map>
 
 namespace dflash {
 
@@ -33,6 +37,10 @@ class BatchSpecGate {
 
  private:
   enum class Phase { MeasureOn, MeasureOff, Exploit };
+  struct Decision {
+    bool allowed = true;
+    double on = 0, off = 0;
+  };
   void start_window(double now);
 
   const double window_s_;
@@ -45,6 +53,7 @@ class BatchSpecGate {
   uint64_t window_tokens0_ = 0;
   double goodput_on_ = 0, goodput_off_ = 0;
   uint64_t decisions_ = 0;
+  std::map<int, Decision> by_active_;
 };
 
 }  // namespace dflash

@@ -40,8 +40,10 @@ BatchStats StepBatcher::stats() const {
 bool StepBatcher::may_run(double now) const {
   if (running_ || pending_.empty()) return false;
   if (int(pending_.size()) >= active_) return true;
-  return in_compute_ == 0 && now - pending_.front()->arrived >= wait_s();
+  return in_compute_ == 0 && now - wait_from() >= wait_s();
 }
+
+double StepBatcher::wait_from() const { return std::max(pending_.front()->arrived, last_pass_end_); }
 
 void StepBatcher::compute(const std::function<void()>& f) {
   {
@@ -76,7 +78,7 @@ void StepBatcher::forward(SequenceState& state, const ForwardArgs& rows) {
     if (running_ || in_compute_ > 0 || pending_.empty()) {
       cv_.wait(lk);
     } else {
-      const double left = pending_.front()->arrived + wait_s() - now;
+      const double left = wait_from() + wait_s() - now;
       cv_.wait_for(lk, std::chrono::duration<double>(std::max(left, 1e-5)));
     }
   }
@@ -108,6 +110,7 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
   lk.lock();
   stats_.pass_s += t1 - t0;
   pass_ema_s_ = pass_ema_s_ > 0 ? pass_ema_s_ + 0.2 * ((t1 - t0) - pass_ema_s_) : t1 - t0;
+  last_pass_end_ = now_seconds();
   for (Pending* m : members) {
     m->error = error;
     m->done = true;

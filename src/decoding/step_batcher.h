@@ -87,6 +87,11 @@ class StepBatcher {
   const int prefill_budget_;
   const double max_wait_s_;
   double pass_ema_s_ = 0;  // recent passes' time: slots that are a pass behind get a share of it
+  // When the latest pass ended: the wait for slots still sampling counts from there too, so the
+  // slots of that pass can join the ones that queued during it (two groups in turn would
+  // otherwise never merge again: each would find the other's rows waiting and go alone).
+  double last_pass_end_ = 0;
+  double wait_from() const;  // mu_ held, pending_ not empty
   double wait_s() const { return std::max(max_wait_s_, 0.25 * pass_ema_s_); }
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -73,3 +73,18 @@ TEST(BatchSpecGate, StandsAsideForOneSlotAndStartsOverWhenSlotsChange) {
   EXPECT_TRUE(g.allowed());
   EXPECT_EQ(1u, g.decisions());
 }
+
+TEST(BatchSpecGate, ReturnsToTheDecisionOfASlotCountItHasMeasured) {
+  BatchSpecGate g(kWindowS, 5, 4);
+  double now = 0;
+  simulate(g, now, 11, 4, /*on=*/3, /*off=*/4);  // 4 slots: off
+  EXPECT_FALSE(g.allowed());
+  simulate(g, now, 11, 3, /*on=*/9, /*off=*/4);  // 3 slots: measured, on
+  EXPECT_TRUE(g.allowed());
+  EXPECT_EQ(2u, g.decisions());
+  simulate(g, now, 1, 4, 3, 4);  // back to 4: its decision at once, no measurement
+  EXPECT_FALSE(g.allowed());
+  simulate(g, now, 1, 3, 9, 4);
+  EXPECT_TRUE(g.allowed());
+  EXPECT_EQ(2u, g.decisions());
+}
