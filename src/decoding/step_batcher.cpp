@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
+#include "util/error.h"
 #include "util/timer.h"
 
 namespace dflash {
@@ -90,35 +92,51 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
   std::vector<Pending*> members;
   members.swap(pending_);
   lk.unlock();
+  // A member whose rows cannot go through (its context full, a token outside the vocabulary)
+  // gets its own error and stays out, so that it does not fail the pass of the others: the
+  // model checks the whole batch before any state changes and would refuse all of it.
   std::vector<SequenceRows> batch;
+  std::vector<Pending*> running;
   batch.reserve(members.size());
   int rows = 0;
+  const int vocab = model_.config().vocab;
   for (Pending* m : members) {
+    const ForwardArgs& a = m->rows.rows;
+    std::string why;
+    if (m->rows.state->length() + a.n > m->rows.state->capacity())
+      why = "context full: " + std::to_string(m->rows.state->length() + a.n) + " tokens exceed the context size " +
+            std::to_string(m->rows.state->capacity());
+    for (int i = 0; i < a.n && why.empty(); ++i)
+      if (a.tokens[i] < 0 || a.tokens[i] >= vocab)
+        why = "token id " + std::to_string(a.tokens[i]) + " is outside the vocabulary (size " + std::to_string(vocab) + ")";
+    if (!why.empty()) {
+      m->error = std::make_exception_ptr(Error(why));
+      continue;
+    }
     batch.push_back(m->rows);
-    rows += m->rows.rows.n;
+    running.push_back(m);
+    rows += a.n;
   }
   std::exception_ptr error;
   double t0 = 0, t1 = 0;
-  try {
-    std::lock_guard<std::mutex> c(compute_mu_);
-    t0 = now_seconds();
-    model_.forward_batch(batch);
-    t1 = now_seconds();
-  } catch (...) {
-    error = std::current_exception();
-  }
+  if (!batch.empty()) try {
+      std::lock_guard<std::mutex> c(compute_mu_);
+      t0 = now_seconds();
+      model_.forward_batch(batch);
+      t1 = now_seconds();
+    } catch (...) {
+      error = std::current_exception();
+    }
   lk.lock();
   stats_.pass_s += t1 - t0;
   pass_ema_s_ = pass_ema_s_ > 0 ? pass_ema_s_ + 0.2 * ((t1 - t0) - pass_ema_s_) : t1 - t0;
   last_pass_end_ = now_seconds();
-  for (Pending* m : members) {
-    m->error = error;
-    m->done = true;
-  }
+  for (Pending* m : running) m->error = error;
+  for (Pending* m : members) m->done = true;
   ++stats_.passes;
   stats_.rows += uint64_t(rows);
-  stats_.sequences += members.size();
-  stats_.last_sequences = int(members.size());
+  stats_.sequences += running.size();
+  stats_.last_sequences = int(running.size());
   stats_.last_rows = rows;
   if (gate_on_) gate_.after_pass(active_, now_seconds());
   running_ = false;

@@ -58,8 +58,9 @@ class StepBatcher {
     StepBatcher* b_;
   };
 
-  // Runs `rows` of `state` in the next pass; returns when they are done. Throws what the pass
-  // threw (the error of one pass is every member's: inputs are checked before they get here).
+  // Runs `rows` of `state` in the next pass; returns when they are done. Throws dflash::Error
+  // when its own rows cannot go (context full, a token outside the vocabulary: the others'
+  // pass runs without them), or what the pass threw (an error inside a pass is every member's).
   void forward(SequenceState& state, const ForwardArgs& rows);
   // Runs f under the compute lock (a draft pass).
   void compute(const std::function<void()>& f);

@@ -139,8 +139,9 @@ TEST(StepBatcher, HybridSpeculativeRequestsAreBitwiseIsolated) {
   check_isolation(kSrc + "/models/demo35/target", kSrc + "/models/demo35/draft2");
 }
 
-// A pass that throws gives its error to every member and leaves the batcher usable.
-TEST(StepBatcher, AFailedPassReachesEveryMemberAndTheNextPassRuns) {
+// Rows that cannot go fail alone: a bad token, a full context; the others' pass runs, and the
+// batcher stays usable.
+TEST(StepBatcher, RowsThatCannotGoFailAloneAndTheOthersRun) {
   LoadOptions lo;
   lo.backend = make_cpu_backend(2);
   auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
@@ -158,4 +159,31 @@ TEST(StepBatcher, AFailedPassReachesEveryMemberAndTheNextPassRuns) {
   a.tokens = &good;
   batcher.forward(*state, a);
   EXPECT_EQ(1, state->length());
+
+  // Two slots in one pass: one whose context is full, one fine.
+  auto full = target->new_state(1);
+  std::vector<float> logits2(logits.size());
+  std::string full_error;
+  std::thread other([&] {
+    StepBatcher::Slot in_batch(&batcher);
+    ForwardArgs b = a;
+    b.n = 2;
+    const int32_t two[2] = {1, 2};
+    b.tokens = two;
+    b.logits = logits2.data();
+    b.logits_from = 1;
+    try {
+      batcher.forward(*full, b);
+    } catch (const std::exception& e) {
+      full_error = e.what();
+    }
+  });
+  {
+    StepBatcher::Slot in_batch(&batcher);
+    batcher.forward(*state, a);
+  }
+  other.join();
+  EXPECT_EQ(2, state->length()) << "the good sequence's pass ran";
+  EXPECT_NE(std::string::npos, full_error.find("context full")) << full_error;
+  EXPECT_EQ(0, full->length());
 }
