@@ -460,7 +460,9 @@ TEST(Speculative, PenalizedOutputEqualsPenalizedPlainGreedyAndSampled) {
           SpeculativeGenerator g(*f.model, d, 256, SpecParams{B, false});
           EXPECT_EQ(want, run(g, f.prompt, gp)) << "temp=" << temp << " rp=" << rp << " every=" << every << " B=" << B;
           EXPECT_GT(g.stats().accepted, 0);
-          if (every == 1000) EXPECT_EQ(g.stats().drafted, g.stats().accepted) << "B=" << B;
+          if (every == 1000) {
+            EXPECT_EQ(g.stats().drafted, g.stats().accepted) << "B=" << B;
+          }
         }
       }
     }

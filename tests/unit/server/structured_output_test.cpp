@@ -84,18 +84,24 @@ TEST(StructuredOutput, ForcedCallsParseAsTheCallsAskedForInBothForms) {
           SCOPED_TRACE(std::string(tool_format_name(f)) + " only=" + only + " parallel=" + std::to_string(parallel) +
                       " text=" + text);
           ASSERT_GE(p.calls.size(), 1u);
-          if (!parallel) EXPECT_EQ(1u, p.calls.size());
+          if (!parallel) {
+            EXPECT_EQ(1u, p.calls.size());
+          }
           EXPECT_EQ("", p.note);
           EXPECT_TRUE(p.content.find_first_not_of(" \n") == std::string::npos) << "text besides the calls";
           for (const ToolCall& call : p.calls) {
-            if (!only.empty()) EXPECT_EQ(only, call.name);
+            if (!only.empty()) {
+              EXPECT_EQ(only, call.name);
+            }
             const ojson args = ojson::parse(call.arguments);
             if (call.name == "get_weather") {
               ASSERT_TRUE(args.contains("city") && args["city"].is_string());
               EXPECT_LE(code_points(args["city"].get<std::string>()), 12u);
               ASSERT_TRUE(args.contains("unit"));
               EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args.dump();
-              if (args.contains("days")) EXPECT_TRUE(args["days"].is_number_integer() && args["days"] >= 1 && args["days"] <= 7);
+              if (args.contains("days")) {
+                EXPECT_TRUE(args["days"].is_number_integer() && args["days"] >= 1 && args["days"] <= 7);
+              }
             } else {
               ASSERT_EQ("search", call.name);
               ASSERT_TRUE(args.contains("q") && args["q"].is_string());
