@@ -123,13 +123,16 @@ constexpr size_t kMinReuse = 16;
 Engine::Slot& Engine::acquire(const std::vector<int32_t>& prompt) {
   std::lock_guard<std::mutex> lk(slots_mu_);
   Slot *best = nullptr, *lru = nullptr;
-  size_t best_common = 0;
+  size_t best_common = 0, lru_common = 0;
   for (Slot& s : slots_) {
     if (s.busy) continue;
-    if (!lru || s.last_used < lru->last_used) lru = &s;
     const std::vector<int32_t>& had = s.gen->tokens();
     size_t common = 0;
     while (common < had.size() && common < prompt.size() && had[common] == prompt[common]) ++common;
+    if (!lru || s.last_used < lru->last_used) {
+      lru = &s;
+      lru_common = common;
+    }
     if (common > 0 && (common >= kMinReuse || common * 2 >= had.size()) && common > best_common) {
       best = &s;
       best_common = common;
@@ -138,11 +141,9 @@ Engine::Slot& Engine::acquire(const std::vector<int32_t>& prompt) {
   if (!best && lru && cache_) {
     // A new conversation for this slot: its present one goes to the prompt cache, and a
     // stored conversation that this prompt continues comes back in its place.
-    const std::vector<int32_t>& had = lru->gen->tokens();
-    size_t kept = 0;
-    while (kept < had.size() && kept < prompt.size() && had[kept] == prompt[kept]) ++kept;
     cache_->put(lru->gen->save());
-    if (const GeneratorSnapshot* snap = cache_->best_for(prompt, std::max(kept, kMinReuse - 1))) lru->gen->restore(*snap);
+    if (const GeneratorSnapshot* snap = cache_->best_for(prompt, std::max(lru_common, kMinReuse - 1)))
+      lru->gen->restore(*snap);
   }
   if (!best) best = lru;
   if (!best) throw Error("no free slot (the queue admits at most --parallel requests)");
