@@ -46,7 +46,6 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int ctx = int(longest) + o.gen_tokens + 32;
   StepBatcher batcher(target);
-  batcher.set_gate(o.adaptive);
   std::vector<std::unique_ptr<Generator>> gens;
   for (int s = 0; s < streams; ++s) {
     if (draft) {

@@ -71,6 +71,7 @@ void Generator::prefill() {
     a.logits_from = pos + n == n_prompt_ ? n - 1 : n;  // logits only for the prompt's last row
     a.logits = logits_.data();
     run_forward(a);
+    if (batcher_) batcher_->add_tokens(n);  // prompt rows read are the batch's work too (batch_pricing.h)
     pos += n;
     if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }
@@ -113,9 +114,16 @@ void Generator::run_forward(const ForwardArgs& a) {
   else model_.forward(*state_, a);
 }
 
-void Generator::run_compute(const std::function<void()>& f) {
-  if (batcher_) batcher_->compute(f);
-  else f();
+double Generator::run_compute(const std::function<void()>& f) {
+  double spent = 0;
+  auto timed = [&] {
+    const double t0 = now_seconds();
+    f();
+    spent = now_seconds() - t0;
+  };
+  if (batcher_) batcher_->compute(timed);
+  else timed();
+  return spent;
 }
 
 bool Generator::is_stop(int32_t t) const {

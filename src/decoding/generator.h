@@ -116,7 +116,8 @@ class Generator {
   // The model pass of this sequence's rows, batched with other slots' when a batcher is set.
   void run_forward(const ForwardArgs& a);
   // Other model work (a draft's passes) under the batcher's compute lock.
-  void run_compute(const std::function<void()>& f);
+  // Returns the seconds f itself took (not the wait for the lock).
+  double run_compute(const std::function<void()>& f);
   // The next prefill chunk's length (smaller beside other active slots).
   int prefill_chunk() const { return batcher_ ? batcher_->prefill_rows(params_.chunk_size) : params_.chunk_size; }
 

@@ -22,7 +22,18 @@ void ema(std::map<int, double>& m, int k, double v) {
 
 SpecController::SpecController(int max_block, bool adaptive) : max_block_(std::max(1, max_block)), adaptive_(adaptive) {}
 
-double SpecController::alpha() const { return std::clamp(acc_ / tried_, 0.0, 0.999); }
+// Beside other slots, what the batch's blocks measured counts as a few observations more: a
+// slot that has drafted little is priced by the others' acceptance, not by the prior alone.
+constexpr double kBatchEvidence = 4;
+
+double SpecController::alpha() const {
+  double acc = acc_, tried = tried_;
+  if (batched_ && quote_.judged > 0) {
+    acc += kBatchEvidence * quote_.accepted / quote_.judged;
+    tried += kBatchEvidence;
+  }
+  return std::clamp(acc / tried, 0.0, 0.999);
+}
 
 // Cost at k from measured points: exact, linear between neighbours, and beyond the largest
 // along the slope of the last two (costs grow with k; a single point is taken as flat).
@@ -49,34 +60,74 @@ double SpecController::verify_cost(int B) const {
 }
 
 double SpecController::draft_cost(int B) const {
+  // Measured here at B, else by any slot at B (the same draft), else interpolated here.
+  if (auto it = draft_s_.find(B); it != draft_s_.end()) return it->second;
+  if (batched_ && B < int(quote_.draft_s.size()) && quote_.draft_s[size_t(B)] > 0) return quote_.draft_s[size_t(B)];
   double v = interpolate(draft_s_, B);
-  if (v < 0) v = plain_s_ > 0 ? plain_s_ * 0.2 : 0.1;
+  if (v < 0) v = plain_s_ > 0 ? plain_s_ * 0.2 : batched_ && quote_.pass_s > 0 ? quote_.pass_s * 0.2 : 0.1;
   return v;
+}
+
+double SpecController::batch_cost(int B) const {
+  const auto& x = quote_.extra_s;
+  const double rows = x.empty() ? 0.0 : x[size_t(std::min<int>(B - 1, int(x.size()) - 1))];
+  return rows + draft_cost(B);
+}
+
+double SpecController::expected_tokens(int B) const {
+  const double a = alpha();
+  // Accepted prefix (geometric in alpha, capped at B-1) + bonus.
+  return (1.0 - std::pow(a, B)) / (1.0 - a);
 }
 
 double SpecController::predicted_speedup(int B) const {
   if (B <= 1 || plain_s_ <= 0) return 1.0;
-  const double a = alpha();
-  // Expected tokens per step: accepted prefix (geometric in alpha, capped at B-1) + bonus.
-  const double tokens = (1.0 - std::pow(a, B)) / (1.0 - a);
-  return tokens / (draft_cost(B) + verify_cost(B)) * plain_s_;
+  return expected_tokens(B) / (draft_cost(B) + verify_cost(B)) * plain_s_;
 }
 
-int SpecController::next_block() {
-  if (!adaptive_) return current_ = max_block_;
-  if (plain_s_ <= 0) return current_ = 1;  // measure a plain step first
+static std::vector<int> candidate_blocks(int max_block) {
+  std::vector<int> c;
+  for (int B = 2; B < max_block; B *= 2) c.push_back(B);
+  if (max_block >= 2) c.push_back(max_block);
+  return c;
+}
+
+int SpecController::best_block_alone() const {
   int best = 1;
   double best_speedup = 1.0;
-  std::vector<int> candidates;
-  for (int B = 2; B < max_block_; B *= 2) candidates.push_back(B);
-  if (max_block_ >= 2) candidates.push_back(max_block_);
-  for (int B : candidates) {
+  for (int B : candidate_blocks(max_block_)) {
     const double s = predicted_speedup(B);
     if (s > best_speedup * 1.02) {  // a small margin: switching on must clearly pay
       best = B;
       best_speedup = s;
     }
   }
+  return best;
+}
+
+// The block whose extra tokens, less what the batch makes in the seconds it adds, gain most;
+// none (1) unless its extra tokens per extra second beat the goodput by the same margin.
+int SpecController::best_block_batched() const {
+  const double G = quote_.goodput;
+  int best = 1;
+  double best_net = 0;
+  for (int B : candidate_blocks(max_block_)) {
+    const double gain = expected_tokens(B) - 1.0, cost = batch_cost(B);
+    const double net = gain - G * cost;
+    if (gain > G * cost * 1.02 && net > best_net) {
+      best = B;
+      best_net = net;
+    }
+  }
+  return best;
+}
+
+int SpecController::next_block(const BatchQuote* quote) {
+  if (!adaptive_) return current_ = max_block_;
+  batched_ = quote && quote->batched();
+  if (batched_) quote_ = *quote;
+  if (!batched_ && plain_s_ <= 0) return current_ = 1;  // measure a plain step first
+  int best = batched_ ? best_block_batched() : best_block_alone();
   // Re-measure now and then: acceptance may have changed. A probe that does not pay makes the
   // next one wait twice as long, so probing never costs more than a few percent.
   probing_ = false;
@@ -89,26 +140,34 @@ int SpecController::next_block() {
   return current_ = best;
 }
 
-void SpecController::record_spec(int B, int accepted, double draft_s, double verify_s) {
-  ema(verify_s_, B, verify_s);
+void SpecController::record_spec(int B, int accepted, double draft_s, double verify_s, double catch_up_s) {
+  // Beside other slots a verify's wall time is the whole batch's pass: the quote prices rows.
+  if (!batched_) ema(verify_s_, B, verify_s);
   ema(draft_s_, B, draft_s);
   // Positions the target actually judged: the accepted ones and the first rejected one.
   const double judged = accepted < B - 1 ? accepted + 1 : accepted;
   // Decay old evidence so the estimate follows the text (code vs prose accept differently).
   acc_ = acc_ * 0.95 + accepted;
   tried_ = tried_ * 0.95 + judged;
-  const bool pays = predicted_speedup(B) > 1.0;
+  const double G = quote_.goodput;
+  const bool pays = batched_ ? expected_tokens(B) - 1.0 > G * batch_cost(B) : predicted_speedup(B) > 1.0;
   if (probing_ && pays) probe_every_ = kProbeFirst;
   if (!pays) {
-    // A step that did not pay cost `excess` plain steps more than one plain step would have;
-    // the next probe waits long enough for probes to stay within kProbeBudget.
-    const double excess = plain_s_ > 0 ? std::max(0.0, (draft_s + verify_s) / plain_s_ - 1.0) : 0.0;
+    // A step that did not pay cost `excess` plain steps more than one plain step would have,
+    // the draft's catch-up on the plain steps before it included (beside others: the tokens
+    // the batch would have made in the seconds it added; every slot probes, so the batch
+    // loses that many per probe interval of each); the next probe waits long enough for
+    // probes to stay within kProbeBudget.
+    double excess = 0;
+    if (batched_) excess = G * (batch_cost(B) + catch_up_s);
+    else if (plain_s_ > 0) excess = std::max(0.0, (catch_up_s + draft_s + verify_s) / plain_s_ - 1.0);
     const int spaced = int(std::min<double>(kProbeMax, std::ceil(excess / kProbeBudget)));
     probe_every_ = std::clamp(std::max(probing_ ? probe_every_ * 2 : probe_every_, spaced), kProbeFirst, kProbeMax);
   }
 }
 
 void SpecController::record_plain(double forward_s) {
+  if (batched_) return;  // the wall of a batched pass is not this slot's plain step
   if (plain_s_ <= 0) plain_s_ = forward_s;
   else plain_s_ += kEma * (forward_s - plain_s_);
   ema(verify_s_, 1, forward_s);

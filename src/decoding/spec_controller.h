@@ -5,6 +5,8 @@
 #include <map>
 #include <vector>
 
+#include "decoding/batch_pricing.h"
+
 namespace dflash {
 
 class SpecController {
@@ -12,19 +14,26 @@ class SpecController {
   // max_block: the largest block (draft tokens + 1); adaptive=false always uses max_block.
   SpecController(int max_block, bool adaptive);
 
-  // Block size for the next step: 1 means decode plainly this step.
-  int next_block();
-  // After a speculative step of block B with `accepted` draft tokens accepted.
-  void record_spec(int B, int accepted, double draft_s, double verify_s);
+  // Block size for the next step: 1 means decode plainly this step. quote: the batch's price
+  // when other slots are active (null or not batched(): alone).
+  int next_block(const BatchQuote* quote = nullptr);
+  // After a speculative step of block B with `accepted` draft tokens accepted. draft_s: the
+  // draft's own compute (not a wait for other slots' passes).
+  // catch_up_s: feeding the draft the context of the plain steps before this block.
+  void record_spec(int B, int accepted, double draft_s, double verify_s, double catch_up_s = 0);
   // After a plain step (one target forward of one row).
   void record_plain(double forward_s);
 
   double alpha() const;  // estimated probability that a draft token is accepted given the previous were
   double predicted_speedup(int B) const;
+  double expected_tokens(int B) const;  // per block of B: accepted prefix + the bonus token
 
  private:
   double verify_cost(int B) const;  // seconds, measured or interpolated
   double draft_cost(int B) const;
+  double batch_cost(int B) const;  // seconds a block adds to the batch: extra rows + draft
+  int best_block_batched() const;
+  int best_block_alone() const;
 
   int max_block_;
   bool adaptive_;
@@ -35,6 +44,8 @@ class SpecController {
   int probe_every_ = 32;        // doubles after each probe that does not pay, up to 1024
   bool probing_ = false;
   int current_ = 0;
+  bool batched_ = false;  // the latest decision was priced by the batch (quote_)
+  BatchQuote quote_;
 };
 
 }  // namespace dflash

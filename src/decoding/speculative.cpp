@@ -113,7 +113,13 @@ void SpeculativeGenerator::prefill_with_taps() {
     a.capture_layers = &draft_.target_layers();
     a.capture = taps_.data();
     run_forward(a);
-    run_compute([&] { draft_.add_context(*draft_state_, taps_.data(), n); });
+    last_rows_ = n;
+    if (batcher_) batcher_->add_tokens(n);  // prompt rows read are the batch's work too (batch_pricing.h)
+    // The prompt's taps wait with the plain steps' until the first block needs them: a request
+    // that never drafts (beside other slots, often) never pays for the draft's context.
+    pending_taps_.insert(pending_taps_.end(), taps_.begin(), taps_.end());
+    pending_n_ += n;
+    if (pending_n_ >= kMaxPendingRows) flush_pending_context();
     pos += n;
     if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }
@@ -138,6 +144,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
     a.capture = taps_.data();
   }
   run_forward(a);
+  last_rows_ = n;
   if (draft_on_) {
     if (n == 1) controller_.record_plain(now_seconds() - t0);
     pending_taps_.insert(pending_taps_.end(), taps_.begin(), taps_.end());
@@ -150,11 +157,12 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
   return !emit(t, logits_.data(), out);
 }
 
-void SpeculativeGenerator::flush_pending_context() {
-  if (pending_n_ == 0) return;
-  run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_); });
+double SpeculativeGenerator::flush_pending_context() {
+  if (pending_n_ == 0) return 0;
+  const double spent = run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_); });
   pending_taps_.clear();
   pending_n_ = 0;
+  return spent;
 }
 
 bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
@@ -166,7 +174,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   // The catch-up is the price of the plain steps before, not of this block: kept out of the
   // controller's per-block draft cost, but counted in the request's draft time.
   const double tc = now_seconds();
-  flush_pending_context();
+  const double catch_up_s = flush_pending_context();
   const double t0 = now_seconds();
   stats_.draft_s += t0 - tc;
   const bool probabilistic = sp_.acceptance == Acceptance::Probabilistic && !sampler_.greedy();
@@ -178,6 +186,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   std::vector<std::vector<float>> q(probabilistic ? size_t(B - 1) : 0);
   DraftTokens dt;
   const bool token_draft = draft_.proposes_tokens();
+  double own_s = 0;  // the draft's own compute, without waits for other slots' passes
   auto draft_uniform = [&](int j) {
     return counter_uniform(sampler_.params().seed ^ kDraftStream, uint64_t(n_generated_ + j));
   };
@@ -187,13 +196,13 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
     for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
     // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
     // drafts greedily there.
-    run_compute([&] {
+    own_s += run_compute([&] {
       draft_.propose_tokens(*draft_state_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt);
     });
     if (dt.finite && (int(dt.tokens.size()) != B - 1 || (probabilistic && int(dt.q.size()) != B - 1)))
       throw Error("drafter returned a malformed proposal");
   } else {
-    run_compute([&] { draft_.propose(*draft_state_, last, B, dlogits.data()); });
+    own_s += run_compute([&] { draft_.propose(*draft_state_, last, B, dlogits.data()); });
   }
   const double t1 = now_seconds();
   if (token_draft ? !dt.finite : !all_finite(dlogits.data(), dlogits.size())) {
@@ -256,6 +265,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   a.capture = taps_.data();
   a.rollback_rows = true;  // the rows past the accepted prefix are rolled back below
   run_forward(a);
+  last_rows_ = B;
   const double t2 = now_seconds();
 
   // Walk the block: accept while the draft agrees with the target, then one bonus token. The
@@ -301,7 +311,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   // Keep the rows of the committed tokens (last + accepted drafts); their taps become the
   // draft's new context.
   state_->rollback(start + accepted + 1);
-  run_compute([&] { draft_.add_context(*draft_state_, taps_.data(), accepted + 1); });
+  own_s += run_compute([&] { draft_.add_context(*draft_state_, taps_.data(), accepted + 1); });
   const double t3 = now_seconds();
 
   stats_.drafted += B - 1;
@@ -311,7 +321,8 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   ++stats_.histogram[size_t(accepted + 1)];
   stats_.draft_s += (t1 - t0) + (t3 - t2);
   stats_.verify_s += t2 - t1;
-  controller_.record_spec(B, accepted, (t1 - t0) + (t3 - t2), t2 - t1);
+  controller_.record_spec(B, accepted, own_s, t2 - t1, catch_up_s);
+  if (batcher_) batcher_->record_block(B, accepted, accepted < B - 1 ? accepted + 1 : accepted, own_s);
 
   // Emitted token j was chosen from verify row j, the target's logits at its position
   // (bitwise those of plain decoding): its logprobs come from that row.
@@ -329,9 +340,10 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
     return !emit(t, logits_.data(), out);
   }
   if (!draft_on_) return plain_step(out);
-  // Beside other slots, drafting may lower the batch's goodput (step_batcher.h decides).
-  if (batcher_ && !batcher_->speculation_allowed()) return plain_step(out);
-  int B = controller_.next_block();
+  // Beside other slots a block is priced by what it costs the batch (batch_pricing.h).
+  BatchQuote quote;
+  if (batcher_ && sp_.adaptive) quote = batcher_->quote(last_rows_, sp_.block_size - 1);
+  int B = controller_.next_block(quote.batched() ? &quote : nullptr);
   // Never verify more than can be emitted or stored.
   B = std::min({B, params_.max_tokens - n_generated_, state_->capacity() - state_->length(),
                 draft_state_->capacity() - draft_state_->length() - pending_n_});

@@ -48,7 +48,8 @@ class SpeculativeGenerator : public Generator {
   // the next speculative step needs them, or when a request never probes again, not at all.
   std::vector<float> pending_taps_;
   int pending_n_ = 0;
-  void flush_pending_context();
+  int last_rows_ = 1;  // rows this sequence put in its latest pass (the batch's quote needs the others')
+  double flush_pending_context();  // returns the draft's own seconds for it
   bool draft_on_ = true;
 };
 

@@ -32,11 +32,21 @@ BatchStats StepBatcher::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   BatchStats s = stats_;
   s.active = active_;
-  s.speculation_allowed = speculation_allowed();
-  s.goodput_on = gate_.goodput_on();
-  s.goodput_off = gate_.goodput_off();
-  s.gate_decisions = gate_.decisions();
+  s.goodput = pricing_.goodput();
+  const int R = std::max(1, stats_.last_rows);
+  s.row_s = std::max(0.0, pricing_.pass_seconds(R + 1) - pricing_.pass_seconds(R));
   return s;
+}
+
+void StepBatcher::record_block(int B, int accepted, int judged, double draft_s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  pricing_.record_block(B, accepted, judged, draft_s);
+}
+
+BatchQuote StepBatcher::quote(int my_rows, int max_extra) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  // The others' rows as in the latest pass, and this slot's plain row.
+  return pricing_.quote(active_, std::max(0, stats_.last_rows - my_rows) + 1, max_extra);
 }
 
 bool StepBatcher::may_run(double now) const {
@@ -138,7 +148,7 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
   stats_.sequences += running.size();
   stats_.last_sequences = int(running.size());
   stats_.last_rows = rows;
-  if (gate_on_) gate_.after_pass(active_, now_seconds());
+  if (!batch.empty() && !error) pricing_.record_pass(rows, t1 - t0, last_pass_end_);
   running_ = false;
   cv_.notify_all();
 }

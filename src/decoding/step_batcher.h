@@ -24,7 +24,7 @@
 #include <mutex>
 #include <vector>
 
-#include "decoding/batch_spec_gate.h"
+#include "decoding/batch_pricing.h"
 #include "models/target_model.h"
 
 namespace dflash {
@@ -34,9 +34,8 @@ struct BatchStats {
   int last_sequences = 0, last_rows = 0;         // of the latest pass
   double pass_s = 0;                             // time inside the passes, all together
   int active = 0;                                // slots generating now
-  bool speculation_allowed = true;               // the gate's setting now (batch_spec_gate.h)
-  double goodput_on = 0, goodput_off = 0;        // its latest measurement, tokens/s
-  uint64_t gate_decisions = 0;
+  double goodput = 0;                            // tokens/s of all slots over recent passes
+  double row_s = 0;      // seconds one more row adds to a pass like the latest (batch_pricing.h)
 };
 
 class StepBatcher {
@@ -66,11 +65,12 @@ class StepBatcher {
   void compute(const std::function<void()>& f);
   // A prefill chunk's length: `chunk` alone, at most prefill_budget beside other slots.
   int prefill_rows(int chunk) const;
-  // Whether the slots may draft now (the goodput gate; always with the gate off).
-  bool speculation_allowed() const { return !gate_on_ || gate_.allowed(); }
-  void add_tokens(int n) { gate_.add_tokens(n); }
-  // Off: every slot's own controller decides alone (--no-adaptive, or fixed-block tests).
-  void set_gate(bool on) { gate_on_ = on; }
+  // What drafting a block costs the batch now (batch_pricing.h), for a slot that put my_rows
+  // rows in the latest pass, for up to max_extra rows more than a plain row.
+  BatchQuote quote(int my_rows, int max_extra) const;
+  void add_tokens(int n) { pricing_.add_tokens(n); }  // emitted, or prompt rows read
+  // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block).
+  void record_block(int B, int accepted, int judged, double draft_s);
 
   BatchStats stats() const;
 
@@ -101,8 +101,7 @@ class StepBatcher {
   bool running_ = false;
   BatchStats stats_;
   std::mutex compute_mu_;
-  BatchSpecGate gate_;
-  std::atomic<bool> gate_on_{true};
+  BatchPricing pricing_;
 };
 
 }  // namespace dflash

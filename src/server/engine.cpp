@@ -58,7 +58,6 @@ Engine::Engine(LoadedModels loaded, const EngineOptions& opt)
   const int n_slots = opt.parallel > 0 ? opt.parallel : default_parallel(*model_, draft_.get(), ctx_size_);
   if (n_slots > 1) {
     batcher_ = std::make_unique<StepBatcher>(*model_, opt.prefill_budget);
-    batcher_->set_gate(opt.adaptive);  // --no-adaptive: fixed blocks, as with one slot
   }
   slots_.resize(size_t(n_slots));
   if (opt.cache_ram > 0) cache_ = std::make_unique<PromptCache>(opt.cache_ram);

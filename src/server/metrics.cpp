@@ -99,8 +99,10 @@ std::string Metrics::prometheus(const Gauges& g) const {
   metric(o, "dflash_batch_sequences_total", "counter", "Sequences in those passes (mean batch: over passes).",
          double(g.batch.sequences));
   metric(o, "dflash_batch_size", "gauge", "Sequences in the latest pass.", g.batch.last_sequences);
-  metric(o, "dflash_batch_speculation_allowed", "gauge", "1 while the batch's goodput gate lets slots draft.",
-         g.batch.speculation_allowed ? 1 : 0);
+  metric(o, "dflash_batch_goodput_tokens_per_second", "gauge",
+         "Tokens all slots emitted per second over the latest passes (what a slot's draft must beat).", g.batch.goodput);
+  metric(o, "dflash_batch_row_seconds", "gauge", "Seconds one more row adds to a pass like the latest (a draft block's price).",
+         g.batch.row_s);
   metric(o, "dflash_prompt_cache_hits_total", "counter", "Requests whose prompt continued a conversation restored from --cache-ram.",
          double(g.cache.hits));
   metric(o, "dflash_prompt_cache_misses_total", "counter", "New conversations for a slot with nothing in the prompt cache.",
@@ -173,7 +175,9 @@ nlohmann::ordered_json Metrics::stats(const Gauges& g) const {
                      {"rows", g.batch.rows},
                      {"sequences", g.batch.sequences},
                      {"last_sequences", g.batch.last_sequences},
-                     {"last_rows", g.batch.last_rows}}},
+                     {"last_rows", g.batch.last_rows},
+                     {"goodput_tok_per_s", g.batch.goodput},
+                     {"row_seconds", g.batch.row_s}}},
           {"per_slot", slots_json(g)},
           {"prompt_cache", {{"hits", g.cache.hits},
                             {"misses", g.cache.misses},

@@ -90,7 +90,6 @@ void check_isolation(const std::string& target_dir, const std::string& draft_dir
 
   // Small prefill budget: long prompts go through in pieces beside the others' decode rows.
   StepBatcher batcher(*target, /*prefill_budget=*/16);
-  batcher.set_gate(false);  // fixed blocks: the drafted counts must not depend on timing
   std::vector<std::unique_ptr<Generator>> slots;
   for (int s = 0; s < kSlots; ++s) {
     slots.push_back(make());

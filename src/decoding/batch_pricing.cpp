@@ -1,0 +1,80 @@
+#include "decoding/batch_pricing.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace dflash {
+
+namespace {
+constexpr double kEma = 0.2;
+constexpr size_t kGoodputPasses = 16;  // the goodput is measured over this many recent passes
+constexpr size_t kMaxRowCounts = 4096; // distinct row counts kept (a bound, never reached in practice)
+// Before two row counts are known, a row is taken to cost this share of a known pass per row
+// of it: rows are priced neither free (which would draft blindly) nor at a whole pass each.
+constexpr double kPriorRowShare = 0.15;
+}  // namespace
+
+void BatchPricing::record_pass(int rows, double seconds, double end_time) {
+  if (rows <= 0 || seconds <= 0) return;
+  auto it = pass_s_.find(rows);
+  if (it != pass_s_.end()) it->second += kEma * (seconds - it->second);
+  else if (pass_s_.size() < kMaxRowCounts) pass_s_[rows] = seconds;
+  marks_.push_back(Mark{end_time, tokens_.load(std::memory_order_relaxed)});
+  while (marks_.size() > kGoodputPasses + 1) marks_.pop_front();
+}
+
+double BatchPricing::goodput() const {
+  if (marks_.size() < 2) return 0;
+  const double dt = marks_.back().time - marks_.front().time;
+  return dt > 0 ? double(marks_.back().tokens - marks_.front().tokens) / dt : 0;
+}
+
+double BatchPricing::pass_seconds(int rows) const {
+  if (pass_s_.empty()) return 0;
+  auto hi = pass_s_.lower_bound(rows);
+  if (hi != pass_s_.end() && hi->first == rows) return hi->second;
+  if (hi == pass_s_.begin()) return hi->second;  // fewer rows than any pass measured: no dearer
+  auto lo = std::prev(hi);
+  if (hi != pass_s_.end()) {
+    const double t = double(rows - lo->first) / double(hi->first - lo->first);
+    return lo->second + t * (hi->second - lo->second);
+  }
+  // Beyond the largest count measured: along the slope from the smallest count to it (the
+  // widest span, so the noise of two neighbouring counts does not steer it), or the prior.
+  double slope = kPriorRowShare * lo->second / double(lo->first);
+  if (lo != pass_s_.begin()) {
+    const auto& first = *pass_s_.begin();
+    slope = std::max(0.0, (lo->second - first.second) / double(lo->first - first.first));
+  }
+  return lo->second + slope * double(rows - lo->first);
+}
+
+void BatchPricing::record_block(int B, int accepted, int judged, double draft_s) {
+  accepted_ = accepted_ * 0.95 + accepted;
+  judged_ = judged_ * 0.95 + judged;
+  if (draft_s <= 0) return;
+  auto it = draft_s_.find(B);
+  if (it != draft_s_.end()) it->second += kEma * (draft_s - it->second);
+  else if (draft_s_.size() < kMaxRowCounts) draft_s_[B] = draft_s;
+}
+
+BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra) const {
+  BatchQuote q;
+  q.active = active;
+  q.goodput = goodput();
+  q.extra_s.assign(size_t(std::max(0, max_extra)) + 1, 0.0);
+  const int R = std::max(1, others_rows);
+  const double base = pass_seconds(R);
+  q.pass_s = base;
+  // A pass never gets cheaper with more rows: noise between neighbouring counts is clipped.
+  double prev = 0;
+  for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);
+  q.accepted = accepted_;
+  q.judged = judged_;
+  q.draft_s.assign(size_t(max_extra) + 2, 0.0);
+  for (const auto& [B, s] : draft_s_)
+    if (B < int(q.draft_s.size())) q.draft_s[size_t(B)] = s;
+  return q;
+}
+
+}  // namespace dflash

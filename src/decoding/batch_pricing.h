@@ -1,0 +1,72 @@
+#pragma once
+// What speculating costs a batch, priced from measurements, so that each slot drafts only
+// where it raises the batch's goodput (tokens emitted per second by all slots together).
+//
+// Why a price and not a switch: a slot that drafts adds its block's extra rows to a pass every
+// slot shares, and its draft pass holds every other slot's next pass up. Speculation pays for
+// the batch when the tokens it adds per second it adds beat what the batch already makes per
+// second: slot i drafting a block of B adds dT = E(B) - 1 tokens (E: expected tokens per block
+// from its measured acceptance) and dt = pass(R + B - 1) - pass(R) + draft(B) seconds (R: the
+// others' rows), and the goodput T/t rises exactly when dT/dt > T/t. Each slot's controller
+// (spec_controller.h) makes that comparison with the figures of a quote from here; no
+// experiment that slows the batch is needed, only the probes a slot makes to learn its
+// acceptance. With one active slot the quote stands aside and the controller decides alone.
+//
+// Measured here: the seconds of a pass by its rows (EMA per row count, interpolated between
+// counts, and beyond the largest along the widest slope) and the goodput over recent passes.
+// Prompt rows read count in the goodput like tokens emitted: while other slots prefill, a
+// draft pass holds their prompts up, and pricing it against decode tokens alone (few, then)
+// made every slot draft during the others' prefill, at 0.7x of plain decoding for 8 streams.
+// Outputs never depend on it (speculation is lossless); only speed and drafted counts do.
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+namespace dflash {
+
+// The price of drafting for one slot, now.
+struct BatchQuote {
+  int active = 1;               // slots generating
+  double goodput = 0;           // tokens/s of the whole batch over recent passes (0: not yet measured)
+  double pass_s = 0;            // seconds of a pass of the others' rows and one more
+  // What all slots' blocks measured, for a slot that has measured little itself: the
+  // acceptance (accepted over judged draft tokens; judged 0: none yet) and the draft's own
+  // compute per block size (0: not measured). Same draft, same machine, similar text.
+  double accepted = 0, judged = 0;
+  std::vector<double> draft_s;  // [B]
+  std::vector<double> extra_s;  // [e]: seconds e more rows add to a pass beside the others' rows
+  bool batched() const { return active > 1 && goodput > 0; }
+};
+
+class BatchPricing {
+ public:
+  // Tokens emitted or prompt rows read by any slot (thread-safe).
+  void add_tokens(int n) { tokens_.fetch_add(uint64_t(n), std::memory_order_relaxed); }
+  // After each pass, one caller at a time: its rows, seconds, and the time it ended.
+  void record_pass(int rows, double seconds, double end_time);
+  // The price beside others_rows rows, for 0..max_extra more (one caller at a time with
+  // record_pass: the batcher's lock).
+  BatchQuote quote(int active, int others_rows, int max_extra) const;
+  // After a slot's block of B (same lock as the rest): draft tokens accepted and judged (the
+  // accepted and the first rejected), and the draft's own compute.
+  void record_block(int B, int accepted, int judged, double draft_s);
+
+  // Seconds of a pass of `rows` rows: measured, interpolated or extrapolated (0: nothing yet).
+  double pass_seconds(int rows) const;
+  double goodput() const;  // tokens/s over the recent passes (0: fewer than two)
+
+ private:
+  std::map<int, double> pass_s_;  // EMA of a pass's seconds by its row count
+  struct Mark {
+    double time;
+    uint64_t tokens;
+  };
+  std::deque<Mark> marks_;  // the latest pass ends, for the goodput
+  double accepted_ = 0, judged_ = 0;  // decayed, as each controller's own
+  std::map<int, double> draft_s_;     // EMA by block size
+  std::atomic<uint64_t> tokens_{0};
+};
+
+}  // namespace dflash

@@ -1,0 +1,186 @@
+// BatchPricing (decoding/batch_pricing.h) and the controller's batched decision
+// (spec_controller.h) on a simulated batch: pass times that grow with rows, tokens per pass,
+// and slots with a good or a useless draft. The price must follow the measured pass times,
+// and a slot must draft beside others only where its block raises the batch's goodput.
+#include <gtest/gtest.h>
+
+#include "decoding/batch_pricing.h"
+#include "decoding/spec_controller.h"
+
+using namespace dflash;
+
+namespace {
+
+// A CPU pass: flat while reading the weights dominates, then linear in rows once compute does.
+double pass_time(int rows) { return 0.050 + 0.002 * std::max(0, rows - 16); }
+
+// Records `passes` passes of `rows` rows, each emitting `tokens`.
+void simulate(BatchPricing& p, double& now, int passes, int rows, int tokens) {
+  for (int i = 0; i < passes; ++i) {
+    p.add_tokens(tokens);
+    now += pass_time(rows);
+    p.record_pass(rows, pass_time(rows), now);
+  }
+}
+
+}  // namespace
+
+TEST(BatchPricing, GoodputIsTokensPerSecondOfTheRecentPasses) {
+  BatchPricing p;
+  double now = 0;
+  EXPECT_EQ(0.0, p.goodput()) << "nothing measured yet";
+  simulate(p, now, 20, 8, 8);
+  EXPECT_NEAR(8 / 0.050, p.goodput(), 1e-6);
+  simulate(p, now, 20, 8, 4);  // the batch slowed down: the goodput follows within a window
+  EXPECT_NEAR(4 / 0.050, p.goodput(), 1e-6);
+}
+
+TEST(BatchPricing, PricesRowsFromMeasuredPassesAndNeverBelowZero) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 5, 8, 8);
+  // One row count known: extra rows are priced by the prior (a share of the known pass), not free.
+  BatchQuote q = p.quote(4, 8, 15);
+  ASSERT_EQ(16u, q.extra_s.size());
+  EXPECT_EQ(0.0, q.extra_s[0]);
+  EXPECT_GT(q.extra_s[15], 0.0);
+  EXPECT_LT(q.extra_s[15], pass_time(8)) << "15 rows more are not priced at whole passes each";
+  simulate(p, now, 5, 16, 8);
+  simulate(p, now, 5, 64, 8);
+  q = p.quote(4, 8, 15);
+  EXPECT_NEAR(0.0, q.extra_s[7], 1e-9) << "8 -> 15 rows: interpolated between 8 and 16, both 50 ms";
+  EXPECT_NEAR(pass_time(64) - pass_time(8), p.quote(4, 8, 56).extra_s[56], 1e-9);
+  // Beyond the largest count: along the widest measured slope.
+  EXPECT_NEAR(pass_time(64) + (pass_time(64) - pass_time(8)) / 56.0 * 16, p.pass_seconds(80), 1e-9);
+  // A noisy dip (a faster pass at more rows) never makes more rows cheaper.
+  p.record_pass(20, 0.001, now);
+  q = p.quote(4, 16, 15);
+  for (size_t e = 1; e < q.extra_s.size(); ++e) EXPECT_GE(q.extra_s[e], q.extra_s[e - 1]);
+  EXPECT_TRUE(q.batched());
+  EXPECT_FALSE(p.quote(1, 8, 15).batched()) << "one slot: the controller decides alone";
+}
+
+// A slot's controller beside 7 others, fed the batch's quote. Its blocks cost their extra rows
+// and a 4 ms draft; each decision changes the batch's goodput, which is what is checked.
+namespace {
+struct SlotRun {
+  double tokens = 0, seconds = 0;
+  int blocks = 0;
+};
+SlotRun run_slot(SpecController& c, BatchPricing& p, double& now, int steps, bool draft_is_good) {
+  SlotRun r;
+  for (int i = 0; i < steps; ++i) {
+    const BatchQuote q = p.quote(8, 7, 15);
+    const int B = c.next_block(&q);
+    const int rows = 7 + B;
+    double t = pass_time(rows);
+    int tokens = 7 + 1;  // the 7 others decode plainly; this slot emits its bonus token
+    if (B > 1) {
+      const int accepted = draft_is_good ? B - 1 : 0;
+      tokens += accepted;
+      t += 0.004;
+      c.record_spec(B, accepted, 0.004, t);
+      ++r.blocks;
+    } else {
+      c.record_plain(t);
+    }
+    p.add_tokens(tokens);
+    now += t;
+    p.record_pass(rows, pass_time(rows), now);
+    r.tokens += tokens;
+    r.seconds += t;
+  }
+  return r;
+}
+}  // namespace
+
+TEST(BatchPricing, AGoodDraftDraftsBesideOthersAndRaisesTheGoodput) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  simulate(p, now, 5, 64, 8);  // a prefill chunk taught the price of many rows
+  SpecController c(16, true);
+  const SlotRun r = run_slot(c, p, now, 200, true);
+  EXPECT_GT(r.blocks, 150) << "a draft that is always right drafts nearly every step";
+  EXPECT_GT(r.tokens / r.seconds, 1.5 * 8 / pass_time(8)) << "and the batch's goodput rises well above plain";
+}
+
+TEST(BatchPricing, AUselessDraftStaysOffBesideOthersWithinTheProbeBudget) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  simulate(p, now, 5, 64, 8);
+  SpecController c(16, true);
+  const SlotRun r = run_slot(c, p, now, 400, false);
+  const double plain_goodput = 8 / pass_time(8);
+  EXPECT_LT(r.blocks, 20) << "probes only";
+  EXPECT_GT(r.tokens / r.seconds, 0.97 * plain_goodput) << "a useless draft costs the batch at most 3%";
+}
+
+TEST(BatchPricing, ADraftThatPaysAloneStaysOffWhereTheBatchMakesMore) {
+  // Alone a pass is 50 ms, a block of 4 verifies in 52 ms and drafts in 25 ms, and 3 of 4
+  // judged draft tokens are accepted: a block pays (1.8x). Beside 7 others making
+  // 160 tokens/s, its 1.7 extra tokens cost the batch 25 ms, in which it makes 4 tokens (and
+  // a larger block, more tokens but more rows past the flat part of a pass: no better).
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  simulate(p, now, 5, 64, 8);
+  SpecController c(16, true);
+  for (int i = 0; i < 5; ++i) c.record_plain(0.050);
+  for (int i = 0; i < 50; ++i) c.record_spec(4, i % 2 ? 3 : 0, 0.025, 0.052);
+  EXPECT_GT(c.next_block(nullptr), 1) << "alone it drafts";
+  const BatchQuote q = p.quote(8, 7, 15);
+  EXPECT_EQ(1, c.next_block(&q)) << "beside the others it does not";
+}
+
+TEST(BatchPricing, ASlotThatHasDraftedLittleIsPricedByTheOthersBlocks) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  simulate(p, now, 5, 64, 8);
+  // The other slots' blocks of 8: everything accepted, 2 ms of draft each.
+  for (int i = 0; i < 40; ++i) p.record_block(8, 7, 7, 0.002);
+  BatchQuote q = p.quote(8, 7, 15);
+  EXPECT_NEAR(0.002, q.draft_s[8], 1e-12);
+  EXPECT_EQ(0.0, q.draft_s[4]) << "block sizes nobody drafted are not measured";
+  SpecController fresh(16, true);
+  EXPECT_GT(fresh.next_block(&q), 1) << "the others' acceptance and draft cost make a block pay at once";
+  EXPECT_GT(fresh.alpha(), 0.8);
+  // And where the others' blocks found nothing, a fresh slot does not draft beside them.
+  BatchPricing p2;
+  now = 0;
+  simulate(p2, now, 20, 8, 8);
+  simulate(p2, now, 5, 64, 8);
+  for (int i = 0; i < 40; ++i) p2.record_block(8, 0, 1, 0.002);
+  q = p2.quote(8, 7, 15);
+  SpecController fresh2(16, true);
+  EXPECT_EQ(1, fresh2.next_block(&q));
+  EXPECT_LT(fresh2.alpha(), 0.15);
+}
+
+TEST(BatchPricing, ProbesBesideOthersAreSpacedByWhatTheyCostTheBatch) {
+  // A useless draft whose probe (a 40 ms draft plus a catch-up) costs the batch of 8 slots
+  // about 7 tokens each time: every slot probing, the batch may lose at most 2-4% to it.
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  simulate(p, now, 5, 64, 8);
+  SpecController c(16, true);
+  int probes = 0;
+  const int steps = 2000;
+  for (int i = 0; i < steps; ++i) {
+    const BatchQuote q = p.quote(8, 7, 15);
+    const int B = c.next_block(&q);
+    if (B > 1) {
+      ++probes;
+      c.record_spec(B, 0, 0.040, pass_time(7 + B), 0.005);
+    } else {
+      c.record_plain(pass_time(8));
+    }
+  }
+  const double G = 8 / pass_time(8);
+  const double lost = probes * G * (0.045 + pass_time(7 + 4) - pass_time(8));
+  EXPECT_LT(lost / (G * steps * pass_time(8)), 0.04) << probes << " probes";
+  EXPECT_GE(probes, 1) << "it still looks now and then";
+}
