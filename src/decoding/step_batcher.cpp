@@ -55,7 +55,9 @@ bool StepBatcher::may_run(double now) const {
   return in_compute_ == 0 && now - wait_from() >= wait_s();
 }
 
-double StepBatcher::wait_from() const { return std::max(pending_.front()->arrived, last_pass_end_); }
+double StepBatcher::wait_from() const {
+  return std::max({pending_.front()->arrived, last_pass_end_, last_compute_end_});
+}
 
 void StepBatcher::compute(const std::function<void()>& f) {
   {
@@ -67,6 +69,7 @@ void StepBatcher::compute(const std::function<void()>& f) {
     ~Done() {
       std::lock_guard<std::mutex> lk(b->mu_);
       --b->in_compute_;
+      b->last_compute_end_ = now_seconds();
       b->cv_.notify_all();
     }
   } done{this};

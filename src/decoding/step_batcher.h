@@ -11,7 +11,8 @@
 // When a pass runs: as soon as every active slot waits in forward(); or, while no slot is in a
 // draft pass (compute()), when the oldest waiter has waited the longer of max_wait and a
 // quarter of a recent pass (a slot busy elsewhere:
-// sampling, a slow client). A slot in a draft pass is about to verify, so the others wait for it.
+// sampling, a slow client). A slot in a draft pass is about to verify, so the others wait for
+// it, and the wait counts from the end of the latest pass or draft pass as well.
 // All model compute (passes and the drafts' work, which also reads the target's embedding
 // and head) takes one lock: a model's activation buffers and the backend's thread pool
 // serve one pass at a time.
@@ -92,6 +93,11 @@ class StepBatcher {
   // slots of that pass can join the ones that queued during it (two groups in turn would
   // otherwise never merge again: each would find the other's rows waiting and go alone).
   double last_pass_end_ = 0;
+  // When the latest draft pass ended: its slot is about to hand in its verify block, so the
+  // others' wait counts from there too (else a slot that queued during the draft found its
+  // wait long over the moment the draft ended, went alone, and the verify went alone after
+  // it: two speculating streams ran 1.35 sequences per pass).
+  double last_compute_end_ = 0;
   double wait_from() const;  // mu_ held, pending_ not empty
   double wait_s() const { return std::max(max_wait_s_, 0.25 * pass_ema_s_); }
   mutable std::mutex mu_;
