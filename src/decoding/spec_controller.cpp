@@ -131,7 +131,12 @@ int SpecController::next_block(const BatchQuote* quote) {
   // Re-measure now and then: acceptance may have changed. A probe that does not pay makes the
   // next one wait twice as long, so probing never costs more than a few percent.
   probing_ = false;
-  if (best == 1 && ++plain_run_ >= probe_every_) {
+  int every = probe_every_;
+  // Beside others even the first probe waits as long as its predicted price allows (every
+  // slot of the batch probes, and at 8 streams one probe can cost the batch 7 tokens).
+  if (batched_)
+    every = std::max(every, int(std::min<double>(kProbeMax, std::ceil(quote_.goodput * batch_cost(std::min(max_block_, 4)) / kProbeBudget))));
+  if (best == 1 && ++plain_run_ >= every) {
     plain_run_ = 0;
     probing_ = true;
     best = std::min(max_block_, 4);
