@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <iterator>
 
+#include "decoding/cost_ema.h"
+
 namespace dflash {
 
 namespace {
-constexpr double kEma = 0.2;
 constexpr size_t kGoodputPasses = 16;  // the goodput is measured over this many recent passes
-constexpr size_t kMaxRowCounts = 4096; // distinct row counts kept (a bound, never reached in practice)
 // Before two row counts are known, a row is taken to cost this share of a known pass per row
 // of it: rows are priced neither free (which would draft blindly) nor at a whole pass each.
 constexpr double kPriorRowShare = 0.15;
@@ -16,9 +16,7 @@ constexpr double kPriorRowShare = 0.15;
 
 void BatchPricing::record_pass(int rows, double seconds, double end_time) {
   if (rows <= 0 || seconds <= 0) return;
-  auto it = pass_s_.find(rows);
-  if (it != pass_s_.end()) it->second += kEma * (seconds - it->second);
-  else if (pass_s_.size() < kMaxRowCounts) pass_s_[rows] = seconds;
+  ema_by_key(pass_s_, rows, seconds);  // row counts are bounded by slots x prefill budget
   marks_.push_back(Mark{end_time, tokens_.load(std::memory_order_relaxed)});
   while (marks_.size() > kGoodputPasses + 1) marks_.pop_front();
 }
@@ -52,10 +50,7 @@ double BatchPricing::pass_seconds(int rows) const {
 void BatchPricing::record_block(int B, int accepted, int judged, double draft_s) {
   accepted_ = accepted_ * 0.95 + accepted;
   judged_ = judged_ * 0.95 + judged;
-  if (draft_s <= 0) return;
-  auto it = draft_s_.find(B);
-  if (it != draft_s_.end()) it->second += kEma * (draft_s - it->second);
-  else if (draft_s_.size() < kMaxRowCounts) draft_s_[B] = draft_s;
+  if (draft_s > 0) ema_by_key(draft_s_, B, draft_s);
 }
 
 BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra) const {

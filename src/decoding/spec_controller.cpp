@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "decoding/cost_ema.h"
+
 namespace dflash {
 
 namespace {
-constexpr double kEma = 0.2;
 constexpr int kProbeFirst = 32, kProbeMax = 1024;  // plain steps between probes when off
 // Share of decode time that probes which find nothing may cost. On a small target with a long
 // context a draft block plus a verify can cost 5 plain steps: probing every 32 steps there
 // made speculation 8% slower than plain decoding with nothing ever accepted.
 constexpr double kProbeBudget = 0.02;
-
-void ema(std::map<int, double>& m, int k, double v) {
-  auto it = m.find(k);
-  if (it == m.end()) m[k] = v;
-  else it->second += kEma * (v - it->second);
-}
 }  // namespace
 
 SpecController::SpecController(int max_block, bool adaptive) : max_block_(std::max(1, max_block)), adaptive_(adaptive) {}
@@ -147,10 +142,9 @@ int SpecController::next_block(const BatchQuote* quote) {
 
 void SpecController::record_spec(int B, int accepted, double draft_s, double verify_s, double catch_up_s) {
   // Beside other slots a verify's wall time is the whole batch's pass: the quote prices rows.
-  if (!batched_) ema(verify_s_, B, verify_s);
-  ema(draft_s_, B, draft_s);
-  // Positions the target actually judged: the accepted ones and the first rejected one.
-  const double judged = accepted < B - 1 ? accepted + 1 : accepted;
+  if (!batched_) ema_by_key(verify_s_, B, verify_s);
+  ema_by_key(draft_s_, B, draft_s);
+  const double judged = judged_tokens(B, accepted);
   // Decay old evidence so the estimate follows the text (code vs prose accept differently).
   acc_ = acc_ * 0.95 + accepted;
   tried_ = tried_ * 0.95 + judged;
@@ -174,8 +168,8 @@ void SpecController::record_spec(int B, int accepted, double draft_s, double ver
 void SpecController::record_plain(double forward_s) {
   if (batched_) return;  // the wall of a batched pass is not this slot's plain step
   if (plain_s_ <= 0) plain_s_ = forward_s;
-  else plain_s_ += kEma * (forward_s - plain_s_);
-  ema(verify_s_, 1, forward_s);
+  else plain_s_ += kCostEma * (forward_s - plain_s_);
+  ema_by_key(verify_s_, 1, forward_s);
 }
 
 }  // namespace dflash

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "decoding/cost_ema.h"
 #include "decoding/sampler.h"
 #include "util/error.h"
 #include "util/timer.h"
@@ -322,7 +323,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   stats_.draft_s += (t1 - t0) + (t3 - t2);
   stats_.verify_s += t2 - t1;
   controller_.record_spec(B, accepted, own_s, t2 - t1, catch_up_s);
-  if (batcher_) batcher_->record_block(B, accepted, accepted < B - 1 ? accepted + 1 : accepted, own_s);
+  if (batcher_) batcher_->record_block(B, accepted, judged_tokens(B, accepted), own_s);
 
   // Emitted token j was chosen from verify row j, the target's logits at its position
   // (bitwise those of plain decoding): its logprobs come from that row.

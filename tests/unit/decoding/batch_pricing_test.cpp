@@ -61,13 +61,15 @@ TEST(BatchPricing, PricesRowsFromMeasuredPassesAndNeverBelowZero) {
 }
 
 // A slot's controller beside 7 others, fed the batch's quote. Its blocks cost their extra rows
-// and a 4 ms draft; each decision changes the batch's goodput, which is what is checked.
+// and the draft's compute (4 ms unless said; a catch-up of the plain steps' context is not
+// counted in the pass); each decision changes the batch's goodput, which is what is checked.
 namespace {
 struct SlotRun {
   double tokens = 0, seconds = 0;
   int blocks = 0;
 };
-SlotRun run_slot(SpecController& c, BatchPricing& p, double& now, int steps, bool draft_is_good) {
+SlotRun run_slot(SpecController& c, BatchPricing& p, double& now, int steps, bool draft_is_good,
+                 double draft_s = 0.004, double catch_up_s = 0) {
   SlotRun r;
   for (int i = 0; i < steps; ++i) {
     const BatchQuote q = p.quote(8, 7, 15);
@@ -78,8 +80,8 @@ SlotRun run_slot(SpecController& c, BatchPricing& p, double& now, int steps, boo
     if (B > 1) {
       const int accepted = draft_is_good ? B - 1 : 0;
       tokens += accepted;
-      t += 0.004;
-      c.record_spec(B, accepted, 0.004, t);
+      t += draft_s;
+      c.record_spec(B, accepted, draft_s, t, catch_up_s);
       ++r.blocks;
     } else {
       c.record_plain(t);
@@ -171,18 +173,8 @@ TEST(BatchPricing, ProbesBesideOthersAreSpacedByWhatTheyCostTheBatch) {
   simulate(p, now, 20, 8, 8);
   simulate(p, now, 5, 64, 8);
   SpecController c(16, true);
-  int probes = 0;
   const int steps = 2000;
-  for (int i = 0; i < steps; ++i) {
-    const BatchQuote q = p.quote(8, 7, 15);
-    const int B = c.next_block(&q);
-    if (B > 1) {
-      ++probes;
-      c.record_spec(B, 0, 0.040, pass_time(7 + B), 0.005);
-    } else {
-      c.record_plain(pass_time(8));
-    }
-  }
+  const int probes = run_slot(c, p, now, steps, /*draft_is_good=*/false, 0.040, 0.005).blocks;
   const double G = 8 / pass_time(8);
   const double lost = probes * G * (0.045 + pass_time(7 + 4) - pass_time(8));
   EXPECT_LT(lost / (G * steps * pass_time(8)), 0.04) << probes << " probes";
