@@ -103,7 +103,10 @@ nlohmann::json to_json(const LevelResult& r) {
           {"accept_rate", r.drafted ? double(r.accepted) / double(r.drafted) : 0.0},
           {"passes", r.batch.passes}, {"sequences_per_pass", r.batch.passes ? double(r.batch.sequences) / double(r.batch.passes) : 0.0},
           {"rows_per_pass", r.batch.passes ? double(r.batch.rows) / double(r.batch.passes) : 0.0},
-          {"pass_share_of_wall", r.wall_s > 0 ? r.batch.pass_s / r.wall_s : 0.0}};
+          {"pass_share_of_wall", r.wall_s > 0 ? r.batch.pass_s / r.wall_s : 0.0},
+          {"draft_passes", r.batch.draft_passes},
+          {"blocks_per_draft_pass", r.batch.draft_passes ? double(r.batch.draft_jobs) / double(r.batch.draft_passes) : 0.0},
+          {"draft_share_of_wall", r.wall_s > 0 ? r.batch.draft_pass_s / r.wall_s : 0.0}};
 }
 
 }  // namespace

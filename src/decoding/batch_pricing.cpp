@@ -12,6 +12,7 @@ constexpr size_t kGoodputPasses = 16;  // the goodput is measured over this many
 // Before two row counts are known, a row is taken to cost this share of a known pass per row
 // of it: rows are priced neither free (which would draft blindly) nor at a whole pass each.
 constexpr double kPriorRowShare = 0.15;
+constexpr int kContextRowsMeasured = 16;
 }  // namespace
 
 void BatchPricing::record_pass(int rows, double seconds, double end_time) {
@@ -27,24 +28,34 @@ double BatchPricing::goodput() const {
   return dt > 0 ? double(marks_.back().tokens - marks_.front().tokens) / dt : 0;
 }
 
-double BatchPricing::pass_seconds(int rows) const {
-  if (pass_s_.empty()) return 0;
-  auto hi = pass_s_.lower_bound(rows);
-  if (hi != pass_s_.end() && hi->first == rows) return hi->second;
-  if (hi == pass_s_.begin()) return hi->second;  // fewer rows than any pass measured: no dearer
+namespace {
+// Seconds by row count from an EMA per count: exact, linear between counts, below the smallest
+// no dearer than it, and beyond the largest along the slope from the smallest count to it (the
+// widest span, so the noise of two neighbouring counts does not steer it), or the prior.
+double seconds_by_rows(const std::map<int, double>& m, int rows) {
+  if (m.empty()) return 0;
+  auto hi = m.lower_bound(rows);
+  if (hi != m.end() && hi->first == rows) return hi->second;
+  if (hi == m.begin()) return hi->second;
   auto lo = std::prev(hi);
-  if (hi != pass_s_.end()) {
+  if (hi != m.end()) {
     const double t = double(rows - lo->first) / double(hi->first - lo->first);
     return lo->second + t * (hi->second - lo->second);
   }
-  // Beyond the largest count measured: along the slope from the smallest count to it (the
-  // widest span, so the noise of two neighbouring counts does not steer it), or the prior.
   double slope = kPriorRowShare * lo->second / double(lo->first);
-  if (lo != pass_s_.begin()) {
-    const auto& first = *pass_s_.begin();
+  if (lo != m.begin()) {
+    const auto& first = *m.begin();
     slope = std::max(0.0, (lo->second - first.second) / double(lo->first - first.first));
   }
   return lo->second + slope * double(rows - lo->first);
+}
+}  // namespace
+
+double BatchPricing::pass_seconds(int rows) const { return seconds_by_rows(pass_s_, rows); }
+double BatchPricing::draft_pass_seconds(int rows) const { return seconds_by_rows(draft_pass_s_, rows); }
+
+void BatchPricing::record_draft_pass(int rows, double seconds) {
+  if (rows > 0 && seconds > 0) ema_by_key(draft_pass_s_, rows, seconds);
 }
 
 void BatchPricing::record_block(int B, int accepted, int judged, double draft_s) {
@@ -53,7 +64,14 @@ void BatchPricing::record_block(int B, int accepted, int judged, double draft_s)
   if (draft_s > 0) ema_by_key(draft_s_, B, draft_s);
 }
 
-BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra) const {
+void BatchPricing::record_context(int rows, double seconds) {
+  // Only catch-ups long enough to be bound by their rows, not by reading the weights once.
+  if (rows < kContextRowsMeasured || seconds <= 0) return;
+  const double per_row = seconds / rows;
+  context_row_s_ = context_row_s_ > 0 ? context_row_s_ + kCostEma * (per_row - context_row_s_) : per_row;
+}
+
+BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int draft_rows, int context_rows) const {
   BatchQuote q;
   q.active = active;
   q.goodput = goodput();
@@ -66,9 +84,23 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra) const
   for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);
   q.accepted = accepted_;
   q.judged = judged_;
+  q.catch_up_s = context_row_s_ * std::max(0, context_rows);
   q.draft_s.assign(size_t(max_extra) + 2, 0.0);
-  for (const auto& [B, s] : draft_s_)
-    if (B < int(q.draft_s.size())) q.draft_s[size_t(B)] = s;
+  q.joining = draft_rows > 0;
+  if (draft_pass_s_.empty()) {  // no draft pass measured by rows yet: the slots' blocks
+    for (const auto& [B, s] : draft_s_)
+      if (B < int(q.draft_s.size())) q.draft_s[size_t(B)] = s;
+    return q;
+  }
+  // Joining blocks already waiting, rows at or below the smallest count measured would come
+  // out free (no slope known there): they cost the prior's share per row.
+  const auto& [k0, s0] = *draft_pass_s_.begin();
+  const double waiting = q.joining ? draft_pass_seconds(draft_rows) : 0.0;
+  for (int B = 2; B < int(q.draft_s.size()); ++B) {
+    const int rows = std::max(0, draft_rows) + B - 1;
+    q.draft_s[size_t(B)] = q.joining && rows <= k0 ? (B - 1) * kPriorRowShare * s0 / k0
+                                                   : std::max(0.0, draft_pass_seconds(rows) - waiting);
+  }
   return q;
 }
 

@@ -13,7 +13,9 @@
 // acceptance. With one active slot the quote stands aside and the controller decides alone.
 //
 // Measured here: the seconds of a pass by its rows (EMA per row count, interpolated between
-// counts, and beyond the largest along the widest slope) and the goodput over recent passes.
+// counts, and beyond the largest along the widest slope) and the goodput over recent passes;
+// the same by rows for the draft's passes, which gather the blocks of every slot that drafts at
+// a step (StepBatcher::draft): a block that joins blocks already waiting pays only its rows.
 // Prompt rows read count in the goodput like tokens emitted: while other slots prefill, a
 // draft pass holds their prompts up, and pricing it against decode tokens alone (few, then)
 // made every slot draft during the others' prefill, at 0.7x of plain decoding for 8 streams.
@@ -35,7 +37,13 @@ struct BatchQuote {
   // acceptance (accepted over judged draft tokens; judged 0: none yet) and the draft's own
   // compute per block size (0: not measured). Same draft, same machine, similar text.
   double accepted = 0, judged = 0;
-  std::vector<double> draft_s;  // [B]
+  // The draft pass's price of a block of B ([B], 0: not measured): what B - 1 more rows add to
+  // the draft pass that other slots' blocks already wait for (`joining`), else a pass of its own.
+  std::vector<double> draft_s;
+  bool joining = false;
+  // Feeding the draft the context rows this slot has waiting (plain steps' taps), which its
+  // next block must pay first: their count at the measured seconds per context row.
+  double catch_up_s = 0;
   std::vector<double> extra_s;  // [e]: seconds e more rows add to a pass beside the others' rows
   bool batched() const { return active > 1 && goodput > 0; }
 };
@@ -48,13 +56,21 @@ class BatchPricing {
   void record_pass(int rows, double seconds, double end_time);
   // The price beside others_rows rows, for 0..max_extra more (one caller at a time with
   // record_pass: the batcher's lock).
-  BatchQuote quote(int active, int others_rows, int max_extra) const;
+  // draft_rows: block rows (B - 1 each) of the draft jobs gathering for the next draft pass
+  // (0: none; a block then pays for a draft pass of its own).
+  // context_rows: the slot's context rows waiting for the draft (priced in catch_up_s).
+  BatchQuote quote(int active, int others_rows, int max_extra, int draft_rows = 0, int context_rows = 0) const;
   // After a slot's block of B (same lock as the rest): draft tokens accepted and judged (the
   // accepted and the first rejected), and the draft's own compute.
   void record_block(int B, int accepted, int judged, double draft_s);
+  // After a draft pass: its blocks' rows (B - 1 each) and their seconds (context rows not counted).
+  void record_draft_pass(int rows, double seconds);
+  // After a draft pass with context rows: how many, and their seconds.
+  void record_context(int rows, double seconds);
 
   // Seconds of a pass of `rows` rows: measured, interpolated or extrapolated (0: nothing yet).
   double pass_seconds(int rows) const;
+  double draft_pass_seconds(int rows) const;  // the same for the draft's block rows
   double goodput() const;  // tokens/s over the recent passes (0: fewer than two)
 
  private:
@@ -65,7 +81,9 @@ class BatchPricing {
   };
   std::deque<Mark> marks_;  // the latest pass ends, for the goodput
   double accepted_ = 0, judged_ = 0;  // decayed, as each controller's own
-  std::map<int, double> draft_s_;     // EMA by block size
+  std::map<int, double> draft_s_;     // EMA by block size: a slot's share of its draft passes
+  std::map<int, double> draft_pass_s_;  // EMA of a draft pass's block seconds by its block rows
+  double context_row_s_ = 0;            // EMA of the seconds per context row, passes of many rows
   std::atomic<uint64_t> tokens_{0};
 };
 

@@ -55,9 +55,10 @@ double SpecController::verify_cost(int B) const {
 }
 
 double SpecController::draft_cost(int B) const {
-  // Measured here at B, else by any slot at B (the same draft), else interpolated here.
-  if (auto it = draft_s_.find(B); it != draft_s_.end()) return it->second;
+  // Beside others the batch's price (a block joining others' in their draft pass pays only its
+  // rows), else measured here at B, else interpolated here.
   if (batched_ && B < int(quote_.draft_s.size()) && quote_.draft_s[size_t(B)] > 0) return quote_.draft_s[size_t(B)];
+  if (auto it = draft_s_.find(B); it != draft_s_.end()) return it->second;
   double v = interpolate(draft_s_, B);
   if (v < 0) v = plain_s_ > 0 ? plain_s_ * 0.2 : batched_ && quote_.pass_s > 0 ? quote_.pass_s * 0.2 : 0.1;
   return v;
@@ -107,7 +108,8 @@ int SpecController::best_block_batched() const {
   int best = 1;
   double best_net = 0;
   for (int B : candidate_blocks(max_block_)) {
-    const double gain = expected_tokens(B) - 1.0, cost = batch_cost(B);
+    // The plain steps' context the block must feed the draft first is paid now.
+    const double gain = expected_tokens(B) - 1.0, cost = batch_cost(B) + quote_.catch_up_s;
     const double net = gain - G * cost;
     if (gain > G * cost * 1.02 && net > best_net) {
       best = B;
@@ -130,7 +132,9 @@ int SpecController::next_block(const BatchQuote* quote) {
   // Beside others even the first probe waits as long as its predicted price allows (every
   // slot of the batch probes, and at 8 streams one probe can cost the batch 7 tokens).
   if (batched_)
-    every = std::max(every, int(std::min<double>(kProbeMax, std::ceil(quote_.goodput * batch_cost(std::min(max_block_, 4)) / kProbeBudget))));
+    every = std::max(every, int(std::min<double>(
+                                kProbeMax, std::ceil(quote_.goodput * (batch_cost(std::min(max_block_, 4)) + quote_.catch_up_s) /
+                                                     kProbeBudget))));
   if (best == 1 && ++plain_run_ >= every) {
     plain_run_ = 0;
     probing_ = true;

@@ -52,7 +52,7 @@ void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const Gener
   const int need = std::min(pending_n_, state_->length() - draft_state_->length());
   if (need > 0) run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), need); });
   pending_taps_.clear();
-  pending_n_ = 0;
+  pending_n_ = pending_block_n_ = 0;
   // The draft's context rows mirror the target's cached positions: both go back to the
   // longest prefix both can return to.
   int common = std::min(state_->length(), draft_state_->length());
@@ -83,7 +83,7 @@ std::unique_ptr<GeneratorSnapshot> SpeculativeGenerator::save() const {
 bool SpeculativeGenerator::restore(const GeneratorSnapshot& s) {
   if (!Generator::restore(s)) return false;
   pending_taps_.clear();
-  pending_n_ = 0;
+  pending_n_ = pending_block_n_ = 0;
   if (!s.draft || !draft_state_->restore(*s.draft)) draft_state_->rollback(0);
   return true;
 }
@@ -162,7 +162,7 @@ double SpeculativeGenerator::flush_pending_context() {
   if (pending_n_ == 0) return 0;
   const double spent = run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_); });
   pending_taps_.clear();
-  pending_n_ = 0;
+  pending_n_ = pending_block_n_ = 0;
   return spent;
 }
 
@@ -172,12 +172,6 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   const int start = state_->length();
   const int32_t last = tokens_.back();
 
-  // The catch-up is the price of the plain steps before, not of this block: kept out of the
-  // controller's per-block draft cost, but counted in the request's draft time.
-  const double tc = now_seconds();
-  const double catch_up_s = flush_pending_context();
-  const double t0 = now_seconds();
-  stats_.draft_s += t0 - tc;
   const bool probabilistic = sp_.acceptance == Acceptance::Probabilistic && !sampler_.greedy();
   const bool need_history = sampler_.needs_history() || probabilistic;
   std::vector<int32_t> block(static_cast<size_t>(B));
@@ -187,24 +181,37 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   std::vector<std::vector<float>> q(probabilistic ? size_t(B - 1) : 0);
   DraftTokens dt;
   const bool token_draft = draft_.proposes_tokens();
-  double own_s = 0;  // the draft's own compute, without waits for other slots' passes
   auto draft_uniform = [&](int j) {
     return counter_uniform(sampler_.params().seed ^ kDraftStream, uint64_t(n_generated_ + j));
   };
   std::vector<float> dlogits(token_draft ? 0 : size_t(B - 1) * V);
-  if (token_draft) {
-    std::vector<double> u(size_t(B - 1));
-    for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
-    // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
-    // drafts greedily there.
-    own_s += run_compute([&] {
-      draft_.propose_tokens(*draft_state_, last, B, probabilistic ? sampler_.params().temperature : 0.0f, u.data(), dt);
-    });
-    if (dt.finite && (int(dt.tokens.size()) != B - 1 || (probabilistic && int(dt.q.size()) != B - 1)))
-      throw Error("drafter returned a malformed proposal");
-  } else {
-    own_s += run_compute([&] { draft_.propose(*draft_state_, last, B, dlogits.data()); });
-  }
+  std::vector<double> u(size_t(B - 1));
+  for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
+  // The draft's pass: the context rows waiting (plain steps' taps, the last block's accepted
+  // rows), then this block; beside other slots that draft now, one pass for all of them.
+  // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
+  // drafts greedily there.
+  DraftJob job;
+  job.state = draft_state_.get();
+  job.context = pending_taps_.data();
+  job.context_n = pending_n_;
+  job.first = last;
+  job.B = B;
+  job.temperature = probabilistic ? sampler_.params().temperature : 0.0f;
+  job.uniforms = u.data();
+  job.tokens = token_draft ? &dt : nullptr;
+  job.logits = token_draft ? nullptr : dlogits.data();
+  const double t0 = now_seconds();
+  if (batcher_) batcher_->draft(draft_, job);
+  else draft_.draft_batch({&job});
+  // The plain steps' rows are the price of those steps, not of this block: kept out of the
+  // controller's per-block draft cost (its catch-up), but counted in the request's draft time.
+  const double catch_up_s = pending_n_ > 0 ? job.context_s * double(pending_n_ - pending_block_n_) / pending_n_ : 0;
+  const double own_s = job.context_s + job.block_s - catch_up_s;  // without waits for other slots
+  pending_taps_.clear();
+  pending_n_ = pending_block_n_ = 0;
+  if (token_draft && dt.finite && (int(dt.tokens.size()) != B - 1 || (probabilistic && int(dt.q.size()) != B - 1)))
+    throw Error("drafter returned a malformed proposal");
   const double t1 = now_seconds();
   if (token_draft ? !dt.finite : !all_finite(dlogits.data(), dlogits.size())) {
     ++stats_.nonfinite_steps;
@@ -310,17 +317,18 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   }
 
   // Keep the rows of the committed tokens (last + accepted drafts); their taps become the
-  // draft's new context.
+  // draft's new context, fed with the next block's pass.
   state_->rollback(start + accepted + 1);
-  own_s += run_compute([&] { draft_.add_context(*draft_state_, taps_.data(), accepted + 1); });
-  const double t3 = now_seconds();
+  pending_taps_.insert(pending_taps_.end(), taps_.begin(), taps_.begin() + ptrdiff_t(accepted + 1) * F);
+  pending_n_ += accepted + 1;
+  pending_block_n_ += accepted + 1;
 
   stats_.drafted += B - 1;
   stats_.accepted += accepted;
   ++stats_.steps;
   stats_.accept_lens.push_back(accepted);
   ++stats_.histogram[size_t(accepted + 1)];
-  stats_.draft_s += (t1 - t0) + (t3 - t2);
+  stats_.draft_s += t1 - t0;
   stats_.verify_s += t2 - t1;
   controller_.record_spec(B, accepted, own_s, t2 - t1, catch_up_s);
   if (batcher_) batcher_->record_block(B, accepted, judged_tokens(B, accepted), own_s);
@@ -343,7 +351,7 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   if (!draft_on_) return plain_step(out);
   // Beside other slots a block is priced by what it costs the batch (batch_pricing.h).
   BatchQuote quote;
-  if (batcher_ && sp_.adaptive) quote = batcher_->quote(last_rows_, sp_.block_size - 1);
+  if (batcher_ && sp_.adaptive) quote = batcher_->quote(last_rows_, sp_.block_size - 1, pending_n_ - pending_block_n_);
   int B = controller_.next_block(quote.batched() ? &quote : nullptr);
   // Never verify more than can be emitted or stored.
   B = std::min({B, params_.max_tokens - n_generated_, state_->capacity() - state_->length(),

@@ -43,11 +43,13 @@ class SpeculativeGenerator : public Generator {
   SpecController controller_;
   SpecStats stats_;
   std::vector<float> taps_;  // [rows][feature_dim] of the last target pass
-  // Taps of plain steps not yet fed to the draft: while the controller keeps speculation off,
-  // feeding them one row per step cost ~15% of a small target's decode; fed as one batch when
-  // the next speculative step needs them, or when a request never probes again, not at all.
+  // Taps not yet fed to the draft: while the controller keeps speculation off, feeding plain
+  // steps' rows one per step cost ~15% of a small target's decode; they and a block's accepted
+  // rows go in with the next block's draft pass (beside other slots, one pass for all), or,
+  // when a request never probes again, not at all.
   std::vector<float> pending_taps_;
   int pending_n_ = 0;
+  int pending_block_n_ = 0;  // of them, the last block's accepted rows (the rest: plain steps')
   int last_rows_ = 1;  // rows this sequence put in its latest pass (the batch's quote needs the others')
   double flush_pending_context();  // returns the draft's own seconds for it
   bool draft_on_ = true;

@@ -43,16 +43,105 @@ void StepBatcher::record_block(int B, int accepted, int judged, double draft_s) 
   pricing_.record_block(B, accepted, judged, draft_s);
 }
 
-BatchQuote StepBatcher::quote(int my_rows, int max_extra) const {
+BatchQuote StepBatcher::quote(int my_rows, int max_extra, int context_rows) const {
   std::lock_guard<std::mutex> lk(mu_);
   // The others' rows as in the latest pass, and this slot's plain row.
-  return pricing_.quote(active_, std::max(0, stats_.last_rows - my_rows) + 1, max_extra);
+  // Blocks already gathering for the next draft pass: a block that joins them pays its rows only.
+  int draft_rows = 0;
+  if (!drafting_)
+    for (const PendingDraft* p : drafts_) draft_rows += p->job->B - 1;
+  return pricing_.quote(active_, std::max(0, stats_.last_rows - my_rows) + 1, max_extra, draft_rows, context_rows);
 }
 
 bool StepBatcher::may_run(double now) const {
-  if (running_ || pending_.empty()) return false;
+  if (running_ || drafting_ || pending_.empty()) return false;
   if (int(pending_.size()) >= active_) return true;
-  return in_compute_ == 0 && now - wait_from() >= wait_s();
+  return in_compute_ == 0 && !drafts_waiting() && now - wait_from() >= wait_s();
+}
+
+bool StepBatcher::may_draft(double now) const {
+  if (running_ || drafting_ || drafts_.empty()) return false;
+  if (int(drafts_.size() + pending_.size()) >= active_) return true;
+  return now - std::max(drafts_.front()->arrived, last_pass_end_) >= wait_s();
+}
+
+void StepBatcher::draft(const Drafter& d, DraftJob& job) {
+  PendingDraft p;
+  p.drafter = &d;
+  p.job = &job;
+  std::unique_lock<std::mutex> lk(mu_);
+  p.arrived = now_seconds();
+  drafts_.push_back(&p);
+  cv_.notify_all();
+  while (!p.done) {
+    const double now = now_seconds();
+    if (may_draft(now)) {
+      run_drafts(lk);
+      continue;
+    }
+    if (running_ || drafting_ || drafts_.empty()) {
+      cv_.wait(lk);
+    } else {
+      const double left = std::max(drafts_.front()->arrived, last_pass_end_) + wait_s() - now;
+      cv_.wait_for(lk, std::chrono::duration<double>(std::max(left, 1e-5)));
+    }
+  }
+  if (p.error) std::rethrow_exception(p.error);
+}
+
+void StepBatcher::run_drafts(std::unique_lock<std::mutex>& lk) {
+  drafting_ = true;
+  // One drafter per pass (a server has one); jobs for another wait for the next.
+  std::vector<PendingDraft*> members, rest;
+  for (PendingDraft* p : drafts_) (p->drafter == drafts_.front()->drafter ? members : rest).push_back(p);
+  drafts_.swap(rest);
+  lk.unlock();
+  std::vector<DraftJob*> jobs;
+  std::vector<PendingDraft*> running;
+  for (PendingDraft* m : members) {
+    const DraftJob& j = *m->job;
+    const int need = j.state->length() + std::max(0, j.context_n) + j.B;
+    if (need > j.state->capacity()) {
+      m->error = std::make_exception_ptr(Error("draft context full: " + std::to_string(need) +
+                                               " positions exceed its size " + std::to_string(j.state->capacity())));
+      continue;
+    }
+    jobs.push_back(m->job);
+    running.push_back(m);
+  }
+  std::exception_ptr error;
+  double t0 = 0, t1 = 0;
+  if (!jobs.empty()) try {
+      std::lock_guard<std::mutex> c(compute_mu_);
+      t0 = now_seconds();
+      members.front()->drafter->draft_batch(jobs);
+      t1 = now_seconds();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  lk.lock();
+  last_compute_end_ = now_seconds();
+  for (PendingDraft* m : running) m->error = error;
+  for (PendingDraft* m : members) m->done = true;
+  if (!jobs.empty()) {
+    ++stats_.draft_passes;
+    stats_.draft_jobs += jobs.size();
+    stats_.draft_pass_s += t1 - t0;
+    if (!error) {
+      int rows = 0, context = 0;
+      double block_s = 0, context_s = 0;
+      for (const DraftJob* j : jobs) {
+        rows += j->B - 1;
+        block_s += j->block_s;
+        context += std::max(0, j->context_n);
+        context_s += j->context_s;
+      }
+      pricing_.record_draft_pass(rows, block_s);
+      pricing_.record_context(context, context_s);
+    }
+  }
+  drafting_ = false;
+  cv_.notify_all();
 }
 
 double StepBatcher::wait_from() const {
@@ -90,7 +179,7 @@ void StepBatcher::forward(SequenceState& state, const ForwardArgs& rows) {
       run_pass(lk);
       continue;
     }
-    if (running_ || in_compute_ > 0 || pending_.empty()) {
+    if (running_ || in_compute_ > 0 || drafts_waiting() || pending_.empty()) {
       cv_.wait(lk);
     } else {
       const double left = wait_from() + wait_s() - now;

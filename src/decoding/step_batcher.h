@@ -9,10 +9,11 @@
 // in the pass (batch invariance, docs/architecture.md), and each sequence keeps its own state.
 //
 // When a pass runs: as soon as every active slot waits in forward(); or, while no slot is in a
-// draft pass (compute()), when the oldest waiter has waited the longer of max_wait and a
+// draft pass (draft(), compute()), when the oldest waiter has waited the longer of max_wait and a
 // quarter of a recent pass (a slot busy elsewhere:
 // sampling, a slow client). A slot in a draft pass is about to verify, so the others wait for
-// it, and the wait counts from the end of the latest pass or draft pass as well.
+// it, and the wait counts from the end of the latest pass or draft pass as well. The slots that
+// draft at a step are gathered the same way into one draft pass (draft()).
 // All model compute (passes and the drafts' work, which also reads the target's embedding
 // and head) takes one lock: a model's activation buffers and the backend's thread pool
 // serve one pass at a time.
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "decoding/batch_pricing.h"
+#include "models/drafter.h"
 #include "models/target_model.h"
 
 namespace dflash {
@@ -37,6 +39,8 @@ struct BatchStats {
   int active = 0;                                // slots generating now
   double goodput = 0;                            // tokens/s of all slots over recent passes
   double row_s = 0;      // seconds one more row adds to a pass like the latest (batch_pricing.h)
+  uint64_t draft_passes = 0, draft_jobs = 0;  // draft passes and the slots' blocks in them
+  double draft_pass_s = 0;                     // time inside the draft passes
 };
 
 class StepBatcher {
@@ -62,13 +66,21 @@ class StepBatcher {
   // when its own rows cannot go (context full, a token outside the vocabulary: the others'
   // pass runs without them), or what the pass threw (an error inside a pass is every member's).
   void forward(SequenceState& state, const ForwardArgs& rows);
-  // Runs f under the compute lock (a draft pass).
+  // Runs f under the compute lock (other model work: a draft's catch-up on context).
   void compute(const std::function<void()>& f);
+  // Runs a slot's draft job together with those of the other slots that draft at this step:
+  // one Drafter::draft_batch, one pass over the draft's weights and the target's head for
+  // all of them (a slot's proposal is bitwise what it gets alone). Gathered like forward():
+  // it runs once every active slot waits here or in forward(), or when the oldest job has
+  // waited as long as a pass's waiters do. Throws dflash::Error when its own job cannot go
+  // (the draft's context full: the others' pass runs without it), or what the pass threw.
+  void draft(const Drafter& d, DraftJob& job);
   // A prefill chunk's length: `chunk` alone, at most prefill_budget beside other slots.
   int prefill_rows(int chunk) const;
   // What drafting a block costs the batch now (batch_pricing.h), for a slot that put my_rows
   // rows in the latest pass, for up to max_extra rows more than a plain row.
-  BatchQuote quote(int my_rows, int max_extra) const;
+  // context_rows: the slot's context rows waiting for the draft (BatchQuote::catch_up_s).
+  BatchQuote quote(int my_rows, int max_extra, int context_rows = 0) const;
   void add_tokens(int n) { pricing_.add_tokens(n); }  // emitted, or prompt rows read
   // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block).
   void record_block(int B, int accepted, int judged, double draft_s);
@@ -82,8 +94,18 @@ class StepBatcher {
     bool done = false;
     std::exception_ptr error;
   };
+  struct PendingDraft {
+    const Drafter* drafter = nullptr;
+    DraftJob* job = nullptr;
+    double arrived = 0;
+    bool done = false;
+    std::exception_ptr error;
+  };
   bool may_run(double now) const;    // mu_ held
+  bool may_draft(double now) const;  // mu_ held
   void run_pass(std::unique_lock<std::mutex>& lk);  // mu_ held on entry and exit
+  void run_drafts(std::unique_lock<std::mutex>& lk);  // mu_ held on entry and exit
+  bool drafts_waiting() const { return drafting_ || !drafts_.empty(); }  // mu_ held
 
   const TargetModel& model_;
   const int prefill_budget_;
@@ -103,8 +125,9 @@ class StepBatcher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Pending*> pending_;
+  std::vector<PendingDraft*> drafts_;
   int active_ = 0, in_compute_ = 0;
-  bool running_ = false;
+  bool running_ = false, drafting_ = false;
   BatchStats stats_;
   std::mutex compute_mu_;
   BatchPricing pricing_;

@@ -21,6 +21,25 @@ struct DraftTokens {
   bool finite = true;                      // false: the draft's logits were not all finite
 };
 
+// One sequence's share of a draft pass (Drafter::draft_batch): first the context rows it has
+// waiting (target taps), then one block.
+struct DraftJob {
+  SequenceState* state = nullptr;
+  const float* context = nullptr;  // [context_n][feature_dim]
+  int context_n = 0;
+  int32_t first = 0;               // block row 0: the last committed token
+  int B = 0;                       // block size, >= 2
+  // Token drafters (proposes_tokens): temperature and uniforms as propose_tokens takes them,
+  // the proposal in `tokens`. Logit drafters: the rows' logits in `logits` ([B-1][vocab]).
+  float temperature = 0;
+  const double* uniforms = nullptr;
+  DraftTokens* tokens = nullptr;
+  float* logits = nullptr;
+  // Out: this job's seconds, its share of the pass by rows (context rows of the context part,
+  // block rows of the block part), so that slots drafting together each pay their part.
+  double context_s = 0, block_s = 0;
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -44,6 +63,13 @@ class Drafter {
                               const double* /*uniforms*/, DraftTokens& /*out*/) const {
     throw std::logic_error("this drafter proposes logits, not tokens");
   }
+
+  // Several sequences' context rows and blocks in one pass over the draft's weights (and the
+  // target's head), as slots drafting at the same step hand them in. Each job's proposal and
+  // state are bitwise what add_context then propose / propose_tokens give it alone (batch
+  // invariance, docs/architecture.md). This one runs the jobs one after another; drafters
+  // with a batched forward override it.
+  virtual void draft_batch(const std::vector<DraftJob*>& jobs) const;
 };
 
 }  // namespace dflash

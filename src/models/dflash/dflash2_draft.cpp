@@ -11,33 +11,38 @@
 
 namespace dflash {
 
-void DFlash2Draft::sublayer_in(int l, int sub, float* h, int B) const {
+void DFlash2Draft::sublayer_in(int l, int sub, float* h, const std::vector<Segment>& blocks) const {
   const double t0 = now_seconds();
   const Conv& cv = convs_[size_t(l * 2 + sub)];
+  const int rows = blocks.back().off + blocks.back().n;
   // One projection of the normed input gives the dynamic taps of both sides.
-  float* dyn = bufs_.dyn.floats(*backend_, size_t(B) * size_t(cv.projection.rows));
-  backend_->matmul(h, B, cv.projection, dyn);
-  conv(l, sub, 0, h, B);
+  float* dyn = bufs_.dyn.floats(*backend_, size_t(rows) * size_t(cv.projection.rows));
+  backend_->matmul(h, rows, cv.projection, dyn);
+  conv(l, sub, 0, h, blocks);
   timing_.conv_s += now_seconds() - t0;
 }
 
-void DFlash2Draft::sublayer_out(int l, int sub, float* o, int B) const {
+void DFlash2Draft::sublayer_out(int l, int sub, float* o, const std::vector<Segment>& blocks) const {
   const double t0 = now_seconds();
-  conv(l, sub, 1, o, B);
+  conv(l, sub, 1, o, blocks);
   timing_.conv_s += now_seconds() - t0;
 }
 
 // Side 0 before the sublayer, side 1 after it; the definition is causal_block_conv's
 // (kernels/vector_ops.h) with this side's base taps and dynamic taps.
-void DFlash2Draft::conv(int l, int sub, int side, float* x, int B) const {
+void DFlash2Draft::conv(int l, int sub, int side, float* x, const std::vector<Segment>& blocks) const {
   const Conv& cv = convs_[size_t(l * 2 + sub)];
   const int H = cfg_.hidden, K = cfg2_.conv_kernel, gs = cfg2_.conv_group, G = H / gs;
-  const size_t n = size_t(B) * size_t(H);
+  const size_t n = size_t(blocks.back().off + blocks.back().n) * size_t(H), stride = size_t(2) * K * G;
   float* in = bufs_.conv_in.floats(*backend_, n);
   std::memcpy(in, x, n * sizeof(float));
-  BlockConvArgs a{in, x, B, H, K, gs, cv.base.data() + size_t(side) * K * H,
-                  bufs_.dyn.floats(*backend_, 0) + size_t(side) * K * G, size_t(2) * K * G};
-  backend_->causal_block_conv(a);
+  const float* dyn = bufs_.dyn.floats(*backend_, 0);
+  for (const Segment& b : blocks) {
+    const size_t o = size_t(b.off);
+    BlockConvArgs a{in + o * H, x + o * H, b.n, H, K, gs, cv.base.data() + size_t(side) * K * H,
+                    dyn + o * stride + size_t(side) * K * G, stride};
+    backend_->causal_block_conv(a);
+  }
 }
 
 void DFlash2Draft::finish_logits(float* logits, size_t n) const {
@@ -65,6 +70,34 @@ void DFlash2Draft::draft_block(SequenceState& state, int32_t first, int B, float
   if (out.finite) select(first, normed, logits, B - 1, temperature, uniforms, out);
   timing_.total_s += now_seconds() - t0;
   ++timing_.blocks;
+}
+
+void DFlash2Draft::draft_batch(const std::vector<DraftJob*>& jobs) const {
+  if (jobs.empty()) return;
+  const double t0 = now_seconds();
+  const float* normed = nullptr;
+  // batch_logits hands out its own buffer; the scaling and softcap are applied in place.
+  float* logits = const_cast<float*>(batch_logits(jobs, &normed));
+  const double t1 = now_seconds();
+  size_t rows = 0;
+  for (const DraftJob* j : jobs) rows += size_t(j->B - 1);
+  finish_logits(logits, rows * cfg_.vocab);
+  const double finish_s = now_seconds() - t1;
+  const size_t V = size_t(cfg_.vocab), H = size_t(cfg_.hidden);
+  for (DraftJob* j : jobs) {
+    const double s0 = now_seconds();
+    const size_t m = size_t(j->B - 1);
+    DraftTokens& out = *j->tokens;
+    out = DraftTokens{};
+    out.finite = backend_->all_finite(logits, m * V) && backend_->all_finite(normed, m * H);
+    if (out.finite) select(j->first, normed, logits, int(m), j->temperature, j->uniforms, out);
+    logits += m * V;
+    normed += m * H;
+    // The scaling's share by rows, as batch_logits shares the pass; the walk is the job's own.
+    j->block_s += finish_s * double(m) / double(rows) + (now_seconds() - s0);
+  }
+  timing_.total_s += now_seconds() - t0;
+  timing_.blocks += long(jobs.size());
 }
 
 void DFlash2Draft::propose_tokens(SequenceState& state, int32_t first, int B, float temperature,

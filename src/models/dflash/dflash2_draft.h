@@ -31,6 +31,7 @@ class DFlash2Draft : public DFlashDraft {
   // Logits after output_multiplier and softcapping, the vector the selector starts from.
   void propose(SequenceState& state, int32_t first, int B, float* logits) const override;
   bool proposes_tokens() const override { return true; }
+  void draft_batch(const std::vector<DraftJob*>& jobs) const override;
   void propose_tokens(SequenceState& state, int32_t first, int B, float temperature, const double* uniforms,
                       DraftTokens& out) const override;
 
@@ -51,9 +52,10 @@ class DFlash2Draft : public DFlashDraft {
   void reset_timing() const { timing_ = Timing{}; }
 
  private:
-  void sublayer_in(int l, int sub, float* h, int B) const override;
-  void sublayer_out(int l, int sub, float* o, int B) const override;
-  void conv(int l, int sub, int side, float* x, int B) const;
+  void sublayer_in(int l, int sub, float* h, const std::vector<Segment>& blocks) const override;
+  void sublayer_out(int l, int sub, float* o, const std::vector<Segment>& blocks) const override;
+  // Each block convolved on its own: a row's taps never reach into another sequence's block.
+  void conv(int l, int sub, int side, float* x, const std::vector<Segment>& blocks) const;
   void finish_logits(float* logits, size_t n) const;
 
   struct Conv {

@@ -80,8 +80,15 @@ class DFlashDraft : public Drafter {
   // One block [first, MASK x (B-1)] at positions cache.length()..+B-1; writes the logits of
   // rows 1..B-1 ([B-1][vocab]) and leaves the cache holding only context rows.
   void propose(SequenceState& state, int32_t first, int B, float* logits) const override;
+  // Every job's context rows in one pass, then every job's block in one pass, then one pass
+  // of the target's head over all their rows (Drafter::draft_batch).
+  void draft_batch(const std::vector<DraftJob*>& jobs) const override;
 
  protected:
+  // A job's rows inside a stacked pass: rows off..off+n-1.
+  struct Segment {
+    int off, n;
+  };
   // Checks cfg_ against the target, maps the folder, loads the tensors v1 and v2 share;
   // returns the loader (valid while storage_ lives) for the rest.
   WeightLoader load_common(const std::string& dir, const std::string& cfg_path, const LoadOptions& opt,
@@ -90,14 +97,23 @@ class DFlashDraft : public Drafter {
   void check_fits(const std::string& origin, const TargetModel& target);
   // After the weights: the RoPE frequencies and the target whose embedding and head are used.
   void finish_load(const TargetModel& target);
+  std::vector<std::string> store_names() const;  // the checkpoint's tensor names
   // The block through every layer; writes norm(h) of rows 1..B-1 ([B-1][hidden]) and drops
   // the block's K/V from the cache.
-  std::vector<std::string> store_names() const;  // the checkpoint's tensor names
   void block_hidden(SequenceState& state, int32_t first, int B, float* normed) const;
+  // The same for several jobs' blocks stacked in one pass (each attends to its own cache);
+  // normed holds each job's B-1 rows in job order.
+  void blocks_hidden(const std::vector<DraftJob*>& jobs, float* normed) const;
+  // Several jobs' context rows stacked in one pass (jobs without context rows are skipped).
+  void context_rows(const std::vector<DraftJob*>& jobs) const;
+  // Context, blocks and the target's head for every job (timed: context_s, block_s by rows);
+  // returns the logits of all rows 1..B-1, job after job, and their normed hidden states.
+  const float* batch_logits(const std::vector<DraftJob*>& jobs, const float** normed) const;
   // Hooks around each sublayer (sub 0 attention, 1 MLP) of layer l: `h` is the normed
-  // sublayer input [B][hidden] and may be rewritten, `o` the sublayer output. No-ops in v1.
-  virtual void sublayer_in(int /*l*/, int /*sub*/, float* /*h*/, int /*B*/) const {}
-  virtual void sublayer_out(int /*l*/, int /*sub*/, float* /*o*/, int /*B*/) const {}
+  // sublayer input of every stacked block (`blocks` says whose rows are where) and may be
+  // rewritten, `o` the sublayer output. No-ops in v1.
+  virtual void sublayer_in(int /*l*/, int /*sub*/, float* /*h*/, const std::vector<Segment>& /*blocks*/) const {}
+  virtual void sublayer_out(int /*l*/, int /*sub*/, float* /*o*/, const std::vector<Segment>& /*blocks*/) const {}
   // The draft's KV cache behind a state from new_state (throws for any other state).
   static KVCache& cache_of(SequenceState& state);
 
@@ -115,7 +131,7 @@ class DFlashDraft : public Drafter {
   // Activations, grown to the largest call and reused (single-flight, like the target).
   struct Activations {
     DecoderActivations layers;
-    ActivationBuffer normed, logits, ctx;
+    ActivationBuffer normed, logits, ctx, features;
   };
   mutable Activations acts_;
 };

@@ -185,3 +185,63 @@ TEST(BatchPricing, ProbesBesideOthersAreSpacedByWhatTheyCostTheBatch) {
   EXPECT_LT(probes * per_probe / (G * steps * pass_time(8)), 0.01) << probes << " probes";
   EXPECT_GE(probes, 1) << "it still looks now and then";
 }
+
+// Slots that draft at the same step share one draft pass (StepBatcher::draft): a block that
+// joins blocks already waiting pays what its rows add to that pass, not a pass of its own.
+TEST(BatchPricing, ABlockJoiningOthersInTheirDraftPassPaysOnlyItsRows) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  // Draft passes read the draft's weights once: 3 block rows 10 ms, 12 rows 13 ms.
+  for (int i = 0; i < 20; ++i) {
+    p.record_draft_pass(3, 0.010);
+    p.record_draft_pass(12, 0.013);
+  }
+  const BatchQuote alone = p.quote(4, 8, 7);
+  EXPECT_FALSE(alone.joining);
+  EXPECT_NEAR(0.010, alone.draft_s[4], 1e-12) << "B=4 alone: a pass of 3 rows";
+  const BatchQuote join = p.quote(4, 8, 7, /*draft_rows=*/3);
+  EXPECT_TRUE(join.joining);
+  EXPECT_NEAR(0.001, join.draft_s[4], 1e-12) << "B=4 beside 3 rows waiting: pass(6) - pass(3), 11 - 10 ms";
+  EXPECT_LT(join.draft_s[8], alone.draft_s[8]);
+  // At or below the smallest count measured the price would come out free; it takes the
+  // prior's share per row (0.15 of the 3-row pass per row).
+  const BatchQuote tiny = p.quote(4, 8, 7, /*draft_rows=*/1);
+  EXPECT_NEAR(0.15 * 0.010 / 3 * 1, tiny.draft_s[2], 1e-12);
+}
+
+// The context rows a slot has waiting (its plain steps' taps) go into the draft pass before
+// its block: their price, at the measured seconds per context row, is quoted with the block.
+TEST(BatchPricing, CatchUpIsPricedAtTheMeasuredSecondsPerContextRow) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);
+  EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 100).catch_up_s) << "nothing measured yet";
+  p.record_context(4, 1.0);  // a few rows are bound by reading the weights: not a per-row price
+  EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 100).catch_up_s);
+  p.record_context(100, 0.020);
+  EXPECT_NEAR(50 * 0.0002, p.quote(4, 8, 7, 0, 50).catch_up_s, 1e-12);
+  EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 0).catch_up_s);
+}
+
+// A slot whose next block would first feed the draft many waiting context rows weighs that
+// cost too: the same draft that pays with nothing waiting does not pay with 400 rows waiting.
+TEST(BatchPricing, ABlockThatMustCatchUpFirstPaysForIt) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);  // 8 slots, 160 tok/s
+  for (int i = 0; i < 20; ++i) p.record_draft_pass(3, 0.004);
+  p.record_context(100, 0.020);
+  auto decide = [&](int waiting) {
+    SpecController c(8, true);
+    for (int i = 0; i < 20; ++i) {
+      const BatchQuote q = p.quote(8, 7, 7, 0, waiting);
+      c.next_block(&q);
+      c.record_spec(4, 3, 0.004, 0.05, 0);  // a draft that is accepted nearly always
+    }
+    const BatchQuote q = p.quote(8, 7, 7, 0, waiting);
+    return c.next_block(&q);
+  };
+  EXPECT_GT(decide(0), 1) << "pays with nothing waiting";
+  EXPECT_EQ(1, decide(400)) << "400 rows waiting cost 80 ms of the batch";
+}

@@ -3,7 +3,7 @@
 // alone in a fresh generator, with the same speculation stats (fixed block size, so the counts
 // do not depend on timing). Dense (models/demo) and hybrid (models/demo35) targets, plain and
 // with their DFlash2 drafts, greedy and seeded sampling. The batcher must really have batched:
-// its passes held more than one sequence on average.
+// its passes held more than one sequence on average, and so did its draft passes.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -125,6 +125,15 @@ void check_isolation(const std::string& target_dir, const std::string& draft_dir
   std::printf("%s%s: %llu passes, %.2f sequences per pass\n", target_dir.c_str(), draft ? " + draft" : "",
               (unsigned long long)b.passes, mean);
   EXPECT_GT(mean, 1.5) << "the passes were not batched";
+  if (draft) {
+    // The slots that drafted at the same step shared one draft pass (StepBatcher::draft).
+    ASSERT_GT(b.draft_passes, 0u);
+    const double jobs = double(b.draft_jobs) / double(b.draft_passes);
+    std::printf("  %llu draft passes, %.2f blocks per draft pass\n", (unsigned long long)b.draft_passes, jobs);
+    EXPECT_GT(jobs, 1.5) << "the draft passes were not batched";
+  } else {
+    EXPECT_EQ(0u, b.draft_passes);
+  }
 }
 
 }  // namespace
