@@ -10,10 +10,12 @@
 #include "bench/dflash_bench.h"
 #include "bench/kv_cache_bench.h"
 #include "bench/llamacpp_bench.h"
+#include "bench/llama_server_bench.h"
 #include "bench/speed_bench.h"
 #include "bench/structured_bench.h"
 #include "bench/svg_plot.h"
 #include "cli/commands.h"
+#include "util/error.h"
 
 namespace dflash::cli {
 
@@ -21,6 +23,7 @@ void add_bench_command(CLI::App& app) {
   struct Opts {
     bench::SpeedBenchOptions speed;  // also the shapes, weights, model and threads of the other modes
     bool vs_llamacpp = false;
+    std::string vs_llama_server;
     std::string plot, json_out, plot_from;
     bench::DflashBenchOptions spec;
     bench::StructuredBenchOptions structured;
@@ -41,6 +44,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_flag("--vs-llamacpp", o->vs_llamacpp,
                 "Same GGUF file in dflash and llama.cpp (node-llama-cpp), side by side (default --weights q8,q4, "
                 "--gen-tokens 128; --model takes a .gguf file)");
+  sub->add_option("--vs-llama-server", o->vs_llama_server,
+                  "With --draft: also run llama.cpp's own DFlash (this llama-server binary, --spec-type "
+                  "draft-dflash) on the same pair and code prompts, plain and per block size, side by side");
   sub->add_option("--plot", o->plot, "Write an SVG picture of the cost curve / block-size sweep here");
   sub->add_option("--json-out", o->json_out, "Also write the JSON result here (and the SVG beside it unless --plot)");
   sub->add_option("--plot-from", o->plot_from, "Only redraw --plot FILE.svg from a saved --json-out file");
@@ -83,6 +89,8 @@ void add_bench_command(CLI::App& app) {
     const bench::SpeedBenchOptions& s = o->speed;
     auto save = [o](const nlohmann::json& doc) { bench::save_bench_outputs(doc, o->json_out, o->plot); };
     if (!o->plot_from.empty()) return bench::replot_bench(o->plot_from, o->plot);
+    if (!o->vs_llama_server.empty() && (o->spec.draft.empty() || !o->concurrency.empty()))
+      throw Error("bench --vs-llama-server needs --draft (and no --concurrency): it compares speculative decoding");
     if (!o->concurrency.empty()) {
       bench::ConcurrencyBenchOptions co;
       co.model = s.model;
@@ -140,7 +148,28 @@ void add_bench_command(CLI::App& app) {
       o->spec.json = s.json;
       o->spec.rounds = o->rounds;
       if (s.weights.size() == 1) o->spec.weights = s.weights[0];
-      return save(bench::run_dflash_bench(o->spec));
+      bench::LlamaServerPeerOptions lo;
+      if (!o->vs_llama_server.empty()) {
+        lo.server = o->vs_llama_server;
+        lo.model = s.model;
+        lo.draft = o->spec.draft;
+        lo.weights = o->spec.weights;
+        lo.block_sizes = o->spec.block_sizes;
+        lo.n_prompts = o->spec.n_prompts;
+        lo.gen_tokens = o->spec.gen_tokens > 0 ? o->spec.gen_tokens : 300;  // the code regime's default
+        lo.threads = s.threads;
+        lo.prompts_file = o->spec.prompts_file;
+        bench::check_llama_server_peer(lo);
+      }
+      // With the peer, --json prints the document once, with both engines in it.
+      if (!o->vs_llama_server.empty()) o->spec.json = false;
+      nlohmann::json doc = bench::run_dflash_bench(o->spec);
+      if (!o->vs_llama_server.empty()) {
+        doc["llama_server"] = bench::run_llama_server_peer(lo);
+        bench::print_llama_server_comparison(doc, doc["llama_server"]);
+        if (s.json) std::puts(doc.dump(2).c_str());
+      }
+      return save(doc);
     }
     bench::run_speed_bench(s);
   });

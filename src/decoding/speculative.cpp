@@ -48,18 +48,20 @@ SpeculativeGenerator::SpeculativeGenerator(const TargetModel& target, const Draf
 
 void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const GenerateParams& params) {
   Generator::start(prompt, params);
-  // Context the last request left pending is fed only as far as the reused prefix reaches.
-  const int need = std::min(pending_n_, state_->length() - draft_state_->length());
-  if (need > 0) run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), need); });
-  pending_taps_.clear();
-  pending_n_ = pending_block_n_ = 0;
-  // The draft's context rows mirror the target's cached positions: both go back to the
-  // longest prefix both can return to.
-  int common = std::min(state_->length(), draft_state_->length());
-  while (state_->rollback_point(common) != common || draft_state_->rollback_point(common) != common)
-    common = std::min(state_->rollback_point(common), draft_state_->rollback_point(common));
+  // The draft's context rows (its state, then the rows still pending) mirror the target's
+  // cached positions: both go back to the longest prefix both can return to. Rows the last
+  // request left pending stay pending as far as that prefix reaches: the first block feeds
+  // them, and a request that never drafts never pays for them.
+  const int D = draft_state_->length();
+  auto draft_point = [&](int n) { return n >= D ? n : draft_state_->rollback_point(n); };
+  int common = std::min(state_->length(), D + pending_n_);
+  while (state_->rollback_point(common) != common || draft_point(common) != common)
+    common = std::min(state_->rollback_point(common), draft_point(common));
   state_->rollback(common);
-  draft_state_->rollback(common);
+  if (common < D) draft_state_->rollback(common);
+  pending_n_ = std::max(0, common - D);
+  pending_taps_.resize(size_t(pending_n_) * size_t(draft_.feature_dim()));
+  pending_block_n_ = 0;
   cached_tokens_ = std::min(cached_tokens_, common);
   stats_ = SpecStats{};
   stats_.block_size = sp_.block_size;

@@ -103,6 +103,10 @@ std::string Metrics::prometheus(const Gauges& g) const {
          "Tokens all slots emitted per second over the latest passes (what a slot's draft must beat).", g.batch.goodput);
   metric(o, "dflash_batch_row_seconds", "gauge", "Seconds one more row adds to a pass like the latest (a draft block's price).",
          g.batch.row_s);
+  metric(o, "dflash_batch_draft_passes_total", "counter", "Draft passes (each runs the blocks of every slot drafting at that step).",
+         double(g.batch.draft_passes));
+  metric(o, "dflash_batch_draft_blocks_total", "counter", "Draft blocks in those passes (blocks per draft pass: over passes).",
+         double(g.batch.draft_jobs));
   metric(o, "dflash_prompt_cache_hits_total", "counter", "Requests whose prompt continued a conversation restored from --cache-ram.",
          double(g.cache.hits));
   metric(o, "dflash_prompt_cache_misses_total", "counter", "New conversations for a slot with nothing in the prompt cache.",
@@ -177,7 +181,9 @@ nlohmann::ordered_json Metrics::stats(const Gauges& g) const {
                      {"last_sequences", g.batch.last_sequences},
                      {"last_rows", g.batch.last_rows},
                      {"goodput_tok_per_s", g.batch.goodput},
-                     {"row_seconds", g.batch.row_s}}},
+                     {"row_seconds", g.batch.row_s},
+                     {"draft_passes", g.batch.draft_passes},
+                     {"draft_blocks", g.batch.draft_jobs}}},
           {"per_slot", slots_json(g)},
           {"prompt_cache", {{"hits", g.cache.hits},
                             {"misses", g.cache.misses},

@@ -2,7 +2,8 @@
 // the outputs they give alone (one at a time on a --parallel 1 server), with the same per-request
 // speculation stats (fixed block size, --no-adaptive), greedy and seeded sampling, streamed and
 // not; dense (models/demo) and hybrid (models/demo35) pairs, with and without the draft. The
-// passes were really batched (/metrics: sequences per pass > 1), /metrics shows every slot, and a
+// passes were really batched (/metrics: sequences per pass > 1, and blocks per draft pass > 1
+// with a draft), /metrics shows every slot, and a
 // follow-up turn goes to the slot that holds its conversation (cached_tokens); on one slot, a
 // conversation displaced by others comes back from the prompt cache (--cache-ram), and with
 // --cache-ram 0 it does not.
@@ -114,6 +115,14 @@ async function pairCheck(label, target, draft) {
       const passes = metric(m, 'dflash_batch_passes_total'), seqs = metric(m, 'dflash_batch_sequences_total');
       console.log(`  ${passes} passes, ${(seqs / passes).toFixed(2)} sequences per pass`);
       assert(passes > 0 && seqs / passes > 1.3, `not batched: ${seqs} sequences in ${passes} passes`);
+      // The slots that drafted at a step shared one draft pass.
+      const dp = metric(m, 'dflash_batch_draft_passes_total'), db = metric(m, 'dflash_batch_draft_blocks_total');
+      if (draft) {
+        console.log(`  ${dp} draft passes, ${(db / dp).toFixed(2)} blocks per draft pass`);
+        assert(dp > 0 && db / dp > 1.3, `draft passes not batched: ${db} blocks in ${dp} passes`);
+      } else {
+        assertEq(dp, 0, 'draft passes without a draft');
+      }
       const busy = [...m.matchAll(/^dflash_slot_busy\{slot="(\d)"\} (\d)$/gm)];
       assertEq(busy.length, 4, 'per-slot busy lines');
       const served = [...m.matchAll(/^dflash_slot_requests_total\{slot="\d"\} (\d+)$/gm)].map((x) => Number(x[1]));
@@ -121,6 +130,7 @@ async function pairCheck(label, target, draft) {
       const s = (await request(srv.url + '/v1/stats')).json;
       assertEq(s.slots, 4, 'stats.slots');
       assertEq(s.per_slot.length, 4, 'stats.per_slot');
+      assertEq(s.batch.draft_passes, dp, 'stats.batch.draft_passes');
     });
     await checks.check(`[${label}] a follow-up turn reuses its conversation's slot while 3 others ran (cached_tokens)`, async () => {
       // Other conversations between the two turns take the other slots.

@@ -8,7 +8,7 @@ and speculative tok/s on the bench prompts, greedy, for side-by-side figures wit
       [--prompts models/demo/bench_prompts.json] [--work DIR] [--json-out F]
 
 The pair is converted into --work (a temp dir by default, removed after): the target with
-`dflash convert --type TYPE`, the draft with tools/draft_gguf.py (--target copies the target's
+`dflash convert --type TYPE` (a target given as a .gguf file is used as it is), the draft with tools/draft_gguf.py (--target copies the target's
 tokenizer keys; matrices as TYPE where TYPE is q4_0 or q8_0). llama-server is started on
 loopback once plain and once per --n-max (its draft length: the block is n_max + 1 tokens, so
 dflash's block size B corresponds to --n-max B-1; llama.cpp clamps n_max to the draft's
@@ -93,7 +93,7 @@ def serve_and_measure(a, target, draft, n_max, prompts, log_path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", required=True, help="path of a llama-server binary")
-    ap.add_argument("--model", required=True, help="target folder (Hugging Face)")
+    ap.add_argument("--model", required=True, help="target folder (Hugging Face) or .gguf file")
     ap.add_argument("--draft", required=True, help="DFlash or DFlash2 draft folder")
     ap.add_argument("--type", default="q4_0", choices=["q4_0", "q8_0", "bf16"])
     ap.add_argument("--n-max", type=int, nargs="+", default=[4, 7])
@@ -106,12 +106,14 @@ def main(argv=None):
     ap.add_argument("--work", help="keep the GGUF files and server logs here")
     ap.add_argument("--json-out")
     a = ap.parse_args(argv)
+    if not (os.path.isfile(a.server) and os.access(a.server, os.X_OK)):
+        sys.exit(f"llama_server_peer.py: --server {a.server}: not an executable file (a llama-server binary)")
     from draft_gguf import write_draft_gguf  # noqa: E402  (torch: imported only when run)
     dflash = os.environ.get("DFLASH_BIN") or os.path.join(SRC, "build", "dflash")
     work = a.work or tempfile.mkdtemp(prefix="dflash_llama_server_")
     os.makedirs(work, exist_ok=True)
     try:
-        target = os.path.join(work, f"target-{a.type}.gguf")
+        target = a.model if a.model.endswith(".gguf") else os.path.join(work, f"target-{a.type}.gguf")
         draft = os.path.join(work, f"draft-{a.type}.gguf")
         if not os.path.exists(target):
             subprocess.run([dflash, "convert", "--model", a.model, "--out", target, "--type", a.type], check=True,
