@@ -84,7 +84,13 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);
   q.accepted = accepted_;
   q.judged = judged_;
-  q.catch_up_s = context_row_s_ * std::max(0, context_rows);
+  // Before any catch-up was measured, a context row is priced as a row of the widest target
+  // pass measured (a prefill chunk's): dearer than the draft's fc and k/v projections, so the
+  // first probes beside others wait rather than pay an unknown price.
+  double row = context_row_s_;
+  if (row <= 0 && !pass_s_.empty() && pass_s_.rbegin()->first >= kContextRowsMeasured)
+    row = pass_s_.rbegin()->second / pass_s_.rbegin()->first;
+  q.catch_up_s = row * std::max(0, context_rows);
   q.draft_s.assign(size_t(max_extra) + 2, 0.0);
   q.joining = draft_rows > 0;
   if (draft_pass_s_.empty()) {  // no draft pass measured by rows yet: the slots' blocks

@@ -42,7 +42,8 @@ struct BatchQuote {
   std::vector<double> draft_s;
   bool joining = false;
   // Feeding the draft the context rows this slot has waiting (plain steps' taps), which its
-  // next block must pay first: their count at the measured seconds per context row.
+  // next block must pay first: their count at the measured seconds per context row (before
+  // one is measured: a target prefill row's).
   double catch_up_s = 0;
   std::vector<double> extra_s;  // [e]: seconds e more rows add to a pass beside the others' rows
   bool batched() const { return active > 1 && goodput > 0; }

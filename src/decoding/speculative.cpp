@@ -163,6 +163,7 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
 double SpeculativeGenerator::flush_pending_context() {
   if (pending_n_ == 0) return 0;
   const double spent = run_compute([&] { draft_.add_context(*draft_state_, pending_taps_.data(), pending_n_); });
+  if (batcher_) batcher_->record_context(pending_n_, spent);  // the price of a catch-up beside others
   pending_taps_.clear();
   pending_n_ = pending_block_n_ = 0;
   return spent;

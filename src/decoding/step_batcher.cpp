@@ -43,6 +43,11 @@ void StepBatcher::record_block(int B, int accepted, int judged, double draft_s) 
   pricing_.record_block(B, accepted, judged, draft_s);
 }
 
+void StepBatcher::record_context(int rows, double seconds) {
+  std::lock_guard<std::mutex> lk(mu_);
+  pricing_.record_context(rows, seconds);
+}
+
 BatchQuote StepBatcher::quote(int my_rows, int max_extra, int context_rows) const {
   std::lock_guard<std::mutex> lk(mu_);
   // The others' rows as in the latest pass, and this slot's plain row.

@@ -84,6 +84,8 @@ class StepBatcher {
   void add_tokens(int n) { pricing_.add_tokens(n); }  // emitted, or prompt rows read
   // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block).
   void record_block(int B, int accepted, int judged, double draft_s);
+  // A slot's catch-up outside a draft pass (its waiting context rows fed alone): rows, seconds.
+  void record_context(int rows, double seconds);
 
   BatchStats stats() const;
 

@@ -216,9 +216,11 @@ TEST(BatchPricing, CatchUpIsPricedAtTheMeasuredSecondsPerContextRow) {
   BatchPricing p;
   double now = 0;
   simulate(p, now, 20, 8, 8);
-  EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 100).catch_up_s) << "nothing measured yet";
+  EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 100).catch_up_s) << "nothing measured yet, no prefill pass either";
+  simulate(p, now, 2, 64, 8);  // a prefill chunk: before a catch-up is measured, a row is priced as its rows
+  EXPECT_NEAR(100 * pass_time(64) / 64, p.quote(4, 8, 7, 0, 100).catch_up_s, 1e-12);
   p.record_context(4, 1.0);  // a few rows are bound by reading the weights: not a per-row price
-  EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 100).catch_up_s);
+  EXPECT_NEAR(100 * pass_time(64) / 64, p.quote(4, 8, 7, 0, 100).catch_up_s, 1e-12);
   p.record_context(100, 0.020);
   EXPECT_NEAR(50 * 0.0002, p.quote(4, 8, 7, 0, 50).catch_up_s, 1e-12);
   EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 0).catch_up_s);
