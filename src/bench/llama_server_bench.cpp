@@ -18,12 +18,6 @@ namespace dflash::bench {
 
 namespace {
 
-std::string quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
 std::string gguf_type(const std::string& weights) {
   if (weights == "q4" || weights == "q4_0") return "q4_0";
   if (weights == "q8" || weights == "q8_0") return "q8_0";
@@ -50,7 +44,7 @@ void check_llama_server_peer(const LlamaServerPeerOptions& o) {
     throw Error("bench --vs-llama-server: " + o.server +
                 " is not an executable file (give the path of a llama-server binary you built; README: "
                 "\"llama.cpp's own DFlash\")");
-  if (std::system(("command -v " + quote(python()) + " >/dev/null 2>&1").c_str()) != 0)
+  if (std::system(("command -v " + shell_quote(python()) + " >/dev/null 2>&1").c_str()) != 0)
     throw Error("bench --vs-llama-server: " + python() + " was not found (the peer is tools/bench/llama_server_peer.py)");
   const std::string root = find_dflash_root();
   const std::string script = root + "/tools/bench/llama_server_peer.py";
@@ -61,20 +55,19 @@ void check_llama_server_peer(const LlamaServerPeerOptions& o) {
 nlohmann::json run_llama_server_peer(const LlamaServerPeerOptions& o) {
   check_llama_server_peer(o);
   const std::string script = find_dflash_root() + "/tools/bench/llama_server_peer.py";
-  const char* tmp = std::getenv("TMPDIR");
-  std::string out = std::string(tmp && *tmp ? tmp : "/tmp") + "/dflash_llama_server_XXXXXX";
+  std::string out = temp_dir() + "/dflash_llama_server_XXXXXX";
   const int fd = ::mkstemp(out.data());
   if (fd < 0) throw Error("bench --vs-llama-server: cannot create a temporary file in " + out);
   ::close(fd);
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::string cmd = quote(python()) + " " + quote(script) + " --server " + quote(o.server) + " --model " + quote(o.model) +
-                    " --draft " + quote(o.draft) + " --type " + gguf_type(o.weights) + " --n-prompts " +
+  std::string cmd = shell_quote(python()) + " " + shell_quote(script) + " --server " + shell_quote(o.server) +
+                    " --model " + shell_quote(o.model) + " --draft " + shell_quote(o.draft) + " --type " + gguf_type(o.weights) + " --n-prompts " +
                     std::to_string(o.n_prompts > 0 ? o.n_prompts : 1000) + " --n-predict " +
                     std::to_string(o.gen_tokens) + " --threads " + std::to_string(threads) + " --json-out " +
-                    quote(out) + " --n-max";
+                    shell_quote(out) + " --n-max";
   for (int B : o.block_sizes)
     if (B >= 2) cmd += " " + std::to_string(B - 1);
-  if (!o.prompts_file.empty()) cmd += " --prompts " + quote(o.prompts_file);
+  if (!o.prompts_file.empty()) cmd += " --prompts " + shell_quote(o.prompts_file);
   std::fflush(stdout);
   const int rc = std::system(cmd.c_str());
   nlohmann::json doc;

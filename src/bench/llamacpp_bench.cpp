@@ -29,6 +29,17 @@
 
 namespace dflash::bench {
 
+std::string shell_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+std::string temp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
 namespace {
 
 constexpr const char* kNpmInstall =
@@ -39,12 +50,6 @@ std::string real_exe_dir() {
   if (!::realpath("/proc/self/exe", buf)) return ".";
   std::string p(buf);
   return p.substr(0, p.rfind('/'));
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
 }
 
 // Deterministic uniform noise per tensor name (the same name gives the same values, so the
@@ -89,11 +94,6 @@ struct TempFile {
     if (!path.empty()) std::remove(path.c_str());
   }
 };
-
-std::string temp_dir() {
-  const char* t = std::getenv("TMPDIR");
-  return t && *t ? t : "/tmp";
-}
 
 void check_peer_installed(const std::string& root) {
   if (std::system("command -v node >/dev/null 2>&1") != 0)

@@ -26,6 +26,11 @@ nlohmann::json run_llamacpp_bench(const LlamaBenchOptions& opt);
 // node-llama-cpp are installed); returns the one JSON object it prints. Throws dflash::Error.
 nlohmann::json run_llamacpp_peer(const std::string& root, const std::vector<std::string>& args);
 
+// s quoted for /bin/sh (single quotes, inner ones escaped).
+std::string shell_quote(const std::string& s);
+// $TMPDIR, else /tmp.
+std::string temp_dir();
+
 // The repository root holding tools/bench/llamacpp_peer.mjs: $DFLASH_ROOT, else the real
 // path of the executable's folder/.., else the current directory.
 std::string find_dflash_root();

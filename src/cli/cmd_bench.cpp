@@ -148,8 +148,9 @@ void add_bench_command(CLI::App& app) {
       o->spec.json = s.json;
       o->spec.rounds = o->rounds;
       if (s.weights.size() == 1) o->spec.weights = s.weights[0];
+      const bool peer = !o->vs_llama_server.empty();
       bench::LlamaServerPeerOptions lo;
-      if (!o->vs_llama_server.empty()) {
+      if (peer) {
         lo.server = o->vs_llama_server;
         lo.model = s.model;
         lo.draft = o->spec.draft;
@@ -162,9 +163,9 @@ void add_bench_command(CLI::App& app) {
         bench::check_llama_server_peer(lo);
       }
       // With the peer, --json prints the document once, with both engines in it.
-      if (!o->vs_llama_server.empty()) o->spec.json = false;
+      if (peer) o->spec.json = false;
       nlohmann::json doc = bench::run_dflash_bench(o->spec);
-      if (!o->vs_llama_server.empty()) {
+      if (peer) {
         doc["llama_server"] = bench::run_llama_server_peer(lo);
         bench::print_llama_server_comparison(doc, doc["llama_server"]);
         if (s.json) std::puts(doc.dump(2).c_str());

@@ -108,11 +108,8 @@ void DFlashDraft::blocks_hidden(const std::vector<DraftJob*>& jobs, float* norme
   std::vector<Segment> seg;
   std::vector<int> start;
   int n = 0;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const DraftJob* j = jobs[i];
+  for (const DraftJob* j : jobs) {  // batch_logits has refused two blocks of one sequence
     KVCache& cache = cache_of(*j->state);
-    for (size_t e = 0; e < i; ++e)
-      if (jobs[e]->state == j->state) throw Error("draft: two blocks of one sequence in one pass");
     if (j->B < 2) throw Error("draft block of fewer than 2 rows");
     if (cache.length() + j->B > cache.capacity()) throw Error("draft context full");
     seg.push_back({n, j->B});
