@@ -76,8 +76,26 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
       t.file = path;
       t.dtype_str = info.at("dtype").get<std::string>();
       t.dtype = parse_dtype(t.dtype_str);
-      t.shape = info.at("shape").get<std::vector<int64_t>>();
-      auto off = info.at("data_offsets").get<std::vector<uint64_t>>();
+      // Integers only: a number past 2^64 parses as a double, and converting that to an integer
+      // type is undefined (the fuzzer's 9.2e20 in a shape).
+      // (info and name passed in: clang 14, which builds the fuzzers, cannot capture a binding)
+      auto integers = [&path](const nlohmann::json& entry, const std::string& name, const char* key) {
+        const auto& a = entry.at(key);
+        if (!a.is_array()) throw file_error(path, "tensor '" + name + "': " + key + " is not a list");
+        std::vector<uint64_t> v;
+        for (const auto& x : a) {
+          if (!x.is_number_unsigned())
+            throw file_error(path, "tensor '" + name + "': " + key + " holds " + x.dump() +
+                                       ", not a non-negative integer below 2^64");
+          v.push_back(x.get<uint64_t>());
+        }
+        return v;
+      };
+      for (uint64_t d : integers(info, name, "shape")) {
+        if (d > (uint64_t(1) << 40)) throw file_error(path, "tensor '" + name + "': absurd shape");
+        t.shape.push_back(int64_t(d));
+      }
+      auto off = integers(info, name, "data_offsets");
       if (off.size() != 2 || off[0] > off[1])
         throw file_error(path, "tensor '" + name + "': bad data_offsets");
       if (off[1] > data_size)

@@ -59,5 +59,25 @@ TEST(Safetensors, ByteRangeThatDisagreesWithTheShapeIsRefused) {
   EXPECT_NE(std::string::npos, error_of(p).find("does not match")) << error_of(p);
 }
 
+// A number past 2^64 parses as a double; converting it to an integer type was undefined (the
+// fuzzer's 922337203685477580884 in a shape, caught by UBSan). Non-integers, negatives and
+// such numbers in shape or data_offsets are refused by name.
+TEST(Safetensors, ShapesAndOffsetsThatAreNotNonNegativeIntegersAreRefused) {
+  const char* bad[] = {
+      R"({"t":{"dtype":"BF16","shape":[2,922337203685477580884,96],"data_offsets":[0,0]}})",
+      R"({"t":{"dtype":"F32","shape":[2,-3],"data_offsets":[0,0]}})",
+      R"({"t":{"dtype":"F32","shape":[2.5],"data_offsets":[0,0]}})",
+      R"({"t":{"dtype":"F32","shape":[2,3],"data_offsets":[0,1e30]}})",
+      R"({"t":{"dtype":"F32","shape":"6","data_offsets":[0,24]}})",
+  };
+  int i = 0;
+  for (const char* h : bad) {
+    const std::string e = error_of(write_file("notint" + std::to_string(i++), h, 24));
+    EXPECT_NE(std::string::npos, e.find("'t'")) << h << ": " << e;
+    EXPECT_TRUE(e.find("non-negative integer") != std::string::npos || e.find("not a list") != std::string::npos)
+        << h << ": " << e;
+  }
+}
+
 }  // namespace
 }  // namespace dflash
