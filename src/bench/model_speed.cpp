@@ -31,11 +31,14 @@ ModelConfig qwen35_shape_config(const std::string& name) {
     c.hidden = 2048, c.n_layers = 24, c.n_heads = 8, c.n_kv_heads = 2, c.ffn = 6144, c.linear = {16, 16, 128, 128, 4};
   } else if (name == "qwen3.5-4b") {
     c.hidden = 2560, c.n_layers = 32, c.n_heads = 16, c.n_kv_heads = 4, c.ffn = 9216, c.linear = {16, 32, 128, 128, 4};
+  } else if (name == "qwen3.5-graft-test") {  // dflash graft's hybrid tests: small files
+    c.hidden = 512, c.n_layers = 8, c.n_heads = 8, c.n_kv_heads = 2, c.head_dim = 128, c.rope_dims = 32, c.ffn = 1024;
+    c.vocab = 4096, c.linear = {4, 8, 64, 64, 4};
   } else if (name == "qwen3.5-tiny") {  // for smoke tests of the bench itself
     c.hidden = 256, c.n_layers = 4, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.rope_dims = 16, c.ffn = 512;
     c.vocab = 4096, c.linear = {2, 4, 64, 64, 4};
   } else {
-    throw Error("unknown shape '" + name + "' (known Qwen3.5 shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny)");
+    throw Error("unknown shape '" + name + "' (known Qwen3.5 shapes: qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny, qwen3.5-graft-test)");
   }
   for (int l = 0; l < c.n_layers; ++l)
     c.layer_kinds.push_back((l + 1) % 4 == 0 ? LayerKind::Attention : LayerKind::LinearAttention);
@@ -95,7 +98,7 @@ ModelConfig shape_config(const std::string& name) {
     return qwen35_shape_config(name);
   } else {
     throw Error("unknown shape '" + name + "' (known: qwen2.5-0.5b, qwen2.5-1.5b, qwen3-1.7b, qwen3-8b, qwen3-graft-test, qwen3-graft-test-untied, tiny, qwen3.5-0.8b, "
-                "qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny)");
+                "qwen3.5-2b, qwen3.5-4b, qwen3.5-tiny, qwen3.5-graft-test)");
   }
   c.architecture = c.arch->hf_name;
   c.qkv_bias = c.arch->qkv_bias;
