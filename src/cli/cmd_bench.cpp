@@ -56,7 +56,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--tokenizer", o->structured.tokenizer, "With --schema --shape: the tokenizer.json to mask with");
   sub->add_option("--draft", o->spec.draft, "DFlash draft: compare plain and speculative decoding instead");
   sub->add_option("--draft2", o->spec.draft2, "With --draft: a second draft (e.g. DFlash2) on the same prompts");
-  sub->add_option("--block-sizes", o->spec.block_sizes, "With --draft: block sizes to compare")->delimiter(',');
+  auto* blocks_opt = sub->add_option("--block-sizes", o->spec.block_sizes,
+                  "With --draft: block sizes to compare (with --concurrency: one, the block size, or the controller's "
+                  "largest; default the draft's)")
+      ->delimiter(',');
   sub->add_option("--prompts", o->spec.prompts_file, "With --draft: JSON {code: [...], long_context: [...]}");
   sub->add_option("--n-prompts", o->spec.n_prompts, "With --draft: at most this many prompts per regime");
   sub->add_option("--long-prompt-tokens", o->spec.long_prompt_tokens, "With --draft: long-context prompt length");
@@ -85,7 +88,7 @@ void add_bench_command(CLI::App& app) {
                                      "With --cache-type or --draft: rounds, best kept (default 3); with --vs-llamacpp: "
                                      "rounds of both engines in turn, the best of each kept (default 1)")
                          ->check(CLI::Range(1, 100));
-  sub->callback([o, shape_opt, weights_opt, gen_opt, rounds_opt] {
+  sub->callback([o, shape_opt, weights_opt, gen_opt, rounds_opt, blocks_opt] {
     const bench::SpeedBenchOptions& s = o->speed;
     auto save = [o](const nlohmann::json& doc) { bench::save_bench_outputs(doc, o->json_out, o->plot); };
     if (!o->plot_from.empty()) return bench::replot_bench(o->plot_from, o->plot);
@@ -102,6 +105,11 @@ void add_bench_command(CLI::App& app) {
       if (gen_opt->count()) co.gen_tokens = s.gen_tokens;
       co.rounds = rounds_opt->count() ? o->rounds : 1;
       co.adaptive = !o->spec.no_adaptive;
+      if (blocks_opt->count()) {
+        if (o->spec.block_sizes.size() != 1) throw Error("bench --concurrency takes one --block-sizes value");
+        if (o->spec.block_sizes[0] < 2 || o->spec.block_sizes[0] > 64) throw Error("--block-sizes must be 2..64");
+        co.block_size = o->spec.block_sizes[0];
+      }
       co.json = s.json;
       co.vs_llamacpp = o->vs_llamacpp;
       return save(bench::run_concurrency_bench(co));

@@ -51,6 +51,17 @@ check("every speculative row drafted and counted what was accepted (0 <= accepte
       all(0 <= lv["dflash"]["accepted"] <= lv["dflash"]["drafted"] and lv["dflash"]["drafted"] > 0
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
 
+# --block-sizes B sets the block: at one stream every draft pass is one block of B - 1 drafts.
+r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--gen-tokens", str(GEN),
+         "--threads", "2", "--json", "--no-adaptive", "--block-sizes", "3"])
+lv = (doc_of(r.stdout).get("levels") or [{}])[0].get("dflash", {})
+check("--block-sizes 3: every block drafts 2 tokens (drafted = 2 x draft passes > 0)",
+      r.returncode == 0 and lv.get("draft_passes", 0) > 0 and lv.get("drafted") == 2 * lv.get("draft_passes"),
+      json.dumps(lv) + r.stderr[-500:])
+r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--block-sizes", "4,8"])
+check("--block-sizes with two values: exit != 0, one value wanted",
+      r.returncode != 0 and "one --block-sizes value" in r.stderr, r.stderr[-500:])
+
 r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN), "--threads", "2"])
 check("the table without a draft: one row per level", r.returncode == 0 and
       sum(1 for line in r.stdout.splitlines() if line.strip().split(" ")[0] in ("1", "2", "4")) == 3, r.stdout[-1500:])
