@@ -7,7 +7,8 @@ part of the time: accept_lens then vary between 0 and B-1 and pin down what was 
 import numpy as np
 import torch
 
-from train_draft import cached_greedy, draft_loss, sample_starts, target_rows
+from draft_train_data import cached_greedy, target_rows  # noqa: E402
+from train_draft import draft_loss, sample_starts
 
 
 def fit_draft(target, draft, prompts, n_new, steps, block_size, seed=0, lr=3e-3, blocks=12):
