@@ -44,6 +44,7 @@ Padding grow_dense_target(const GraftOptions& o, const nlohmann::ordered_json& t
   const double r = double(ts.H) / double(b.hidden);
   const Padding pad = Padding::make(ts.H, std::min(ts.eps, draft_eps), r);
   std::deque<SmallTensor> keep;
+  fs::create_directories(out / "target");
   {
     const TensorStore store = TensorStore::open_folder(tdir.string());
     const std::string p = store.find("model.embed_tokens.weight") ? "model." : "";
@@ -101,8 +102,7 @@ void graft_pair(const GraftOptions& o) {
   need(ds.H == ts.H, "the draft's hidden size differs from its target's");
   maps_for(ds, draft_shape(b), "the small draft's");
 
-  fs::create_directories(out / "target");
-  fs::create_directories(out / "draft");
+  // The growers create out/target and out/draft once their own checks have passed.
   const Padding pad = hybrid ? grow_qwen35_target(o, tcfg, ts, ds.eps) : grow_dense_target(o, tcfg, ts, ds.eps);
   for (const char* n : {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja",
                         "special_tokens_map.json", "vocab.json", "merges.txt", "preprocessor_config.json"})

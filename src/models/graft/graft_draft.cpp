@@ -48,6 +48,7 @@ void grow_draft(const GraftOptions& o, const nlohmann::ordered_json& dcfg, const
   const int K = v2 ? key(dcfg, "conv_kernel_size")->get<int>() : 0;
   const int gs = v2 ? key(dcfg, "conv_group_size")->get<int>() : 1;
   if (v2) need(ts.H % gs == 0 && b.hidden % gs == 0, "conv_group_size must divide both hidden sizes");
+  fs::create_directories(out / "draft");
   {
     const TensorStore store = TensorStore::open_folder(ddir.string());
     const std::string p = store.find("fc.weight") ? "" : "model.";

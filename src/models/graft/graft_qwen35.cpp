@@ -143,6 +143,7 @@ Padding grow_qwen35_target(const GraftOptions& o, const nlohmann::ordered_json& 
   const Padding pad = Padding::for_eps(ts.H, b.hidden, ts.eps, eps_gated, r);
   need(pad.eps_big(ts.H, b.hidden, draft_eps) > 0, "the draft's rms_norm_eps is too small for the target's padding constant");
   std::deque<SmallTensor> keep;
+  fs::create_directories(out / "target");
   {
     const TensorStore store = TensorStore::open_folder(tdir.string());
     const std::string p = store.find("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
