@@ -72,9 +72,9 @@ GrownTensor LayerGrower::hidden_norm(const std::string& big, const std::string* 
   const SmallTensor* w = small ? get(*small) : nullptr;
   const int Hs = m.Hs;
   const double sc = norm_scale;
-  const LayerGrower self = *this;
-  return grow_vector(big, m.Hb, [w, Hs, sc, self](int64_t i) {
-    return self.stored(w && i < Hs ? self.multiplier(w->v[size_t(i)]) * sc : 1.0);
+  const bool zc = zero_centered;
+  return grow_vector(big, m.Hb, [w, Hs, sc, zc](int64_t i) {
+    return stored(zc, w && i < Hs ? multiplier(zc, w->v[size_t(i)]) * sc : 1.0);
   });
 }
 
@@ -116,12 +116,12 @@ void LayerGrower::attention(std::vector<GrownTensor>& out, const std::string& bi
     const SmallTensor* kn = get(small + a + "k_norm.weight");
     const int f = M.f();
     const double ks = std::sqrt(double(M.hds) / double(M.hdb));
-    const LayerGrower self = *this;
-    out.push_back(grow_vector(big + a + "q_norm.weight", M.hdb, [qn, f, self](int64_t d) {
-      return self.stored(d % f == 0 ? self.multiplier(qn->v[size_t(d / f)]) : 1.0);
+    const bool zc = zero_centered;
+    out.push_back(grow_vector(big + a + "q_norm.weight", M.hdb, [qn, f, zc](int64_t d) {
+      return stored(zc, d % f == 0 ? multiplier(zc, qn->v[size_t(d / f)]) : 1.0);
     }));
-    out.push_back(grow_vector(big + a + "k_norm.weight", M.hdb, [kn, f, ks, self](int64_t d) {
-      return self.stored(d % f == 0 ? self.multiplier(kn->v[size_t(d / f)]) * ks : 1.0);
+    out.push_back(grow_vector(big + a + "k_norm.weight", M.hdb, [kn, f, ks, zc](int64_t d) {
+      return stored(zc, d % f == 0 ? multiplier(zc, kn->v[size_t(d / f)]) * ks : 1.0);
     }));
     mat(out, big, small, "self_attn.o_proj.weight", true, {M.Hb, qd}, hid, [&M](int64_t c) { return M.ocol(int(c)); });
   } else {
@@ -244,7 +244,8 @@ void write_json(const fs::path& p, const nlohmann::ordered_json& j) {
 
 const char* torch_dtype(DType t) { return t == DType::F32 ? "float32" : "bfloat16"; }
 
-nlohmann::ordered_json grown_config(nlohmann::ordered_json j, const GraftShape& b, int layers, double eps, DType dtype) {
+nlohmann::ordered_json grown_config(nlohmann::ordered_json j, const GraftShape& b, int layers, double eps, DType dtype,
+                                    const char* dtype_key) {
   j["hidden_size"] = b.hidden;
   j["num_hidden_layers"] = layers;
   j["num_attention_heads"] = b.n_heads;
@@ -255,7 +256,7 @@ nlohmann::ordered_json grown_config(nlohmann::ordered_json j, const GraftShape& 
   j["rms_norm_eps"] = eps;
   if (j.contains("layer_types") && j["layer_types"].is_array() && !j["layer_types"].empty())
     while (int(j["layer_types"].size()) < layers) j["layer_types"].push_back(j["layer_types"].back());
-  j["torch_dtype"] = torch_dtype(dtype);
+  j[dtype_key] = torch_dtype(dtype);
   return j;
 }
 

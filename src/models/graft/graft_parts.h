@@ -48,9 +48,10 @@ struct LayerGrower {
 
   const SmallTensor* get(const std::string& name);
   // A norm weight stored so that the multiplier is `mult` (w itself, or mult - 1 when zero-centred).
-  float stored(double mult) const { return float(zero_centered ? mult - 1.0 : mult); }
+  static float stored(bool zc, double mult) { return float(zc ? mult - 1.0 : mult); }
+  float stored(double mult) const { return stored(zero_centered, mult); }
   // The multiplier a small norm weight stands for.
-  double multiplier(float w) const { return zero_centered ? 1.0 + double(w) : double(w); }
+  static double multiplier(bool zc, float w) { return zc ? 1.0 + double(w) : double(w); }
   // An RMSNorm over the hidden size: live multipliers scaled so that the normalised live
   // values are unchanged (mean square over H_big is H_small/H_big of the small one; eps too).
   GrownTensor hidden_norm(const std::string& big, const std::string* small);
@@ -95,9 +96,11 @@ GrownTensor grown_final_norm(LayerGrower& g, const std::string& big, const std::
 void copy_if_present(const fs::path& from_dir, const fs::path& to_dir, const char* name);
 void write_json(const fs::path& p, const nlohmann::ordered_json& j);
 const char* torch_dtype(DType t);
-// A small config rewritten for a dense shape (draft or dense target): sizes, `layers` layers,
-// eps; layer_types grow with the layers, extra layers repeating the last kind.
-nlohmann::ordered_json grown_config(nlohmann::ordered_json j, const GraftShape& b, int layers, double eps, DType dtype);
+// A small config (a dense one, or a hybrid's text_config) rewritten for the shape: sizes,
+// `layers` layers, eps, the dtype under `dtype_key`; layer_types grow with the layers, extra
+// layers repeating the last kind.
+nlohmann::ordered_json grown_config(nlohmann::ordered_json j, const GraftShape& b, int layers, double eps, DType dtype,
+                                    const char* dtype_key = "torch_dtype");
 
 // The draft of a grown pair: writes out/draft (see graft_draft.cpp).
 void grow_draft(const GraftOptions& o, const nlohmann::ordered_json& dcfg, const SmallDims& ts, const Padding& pad,

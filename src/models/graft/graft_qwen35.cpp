@@ -173,17 +173,10 @@ Padding grow_qwen35_target(const GraftOptions& o, const nlohmann::ordered_json& 
   }
   nlohmann::ordered_json tj = tcfg;
   nlohmann::ordered_json& tx = nested ? tj["text_config"] : tj;
-  tx["hidden_size"] = b.hidden;
-  tx["num_hidden_layers"] = b.n_layers;
-  tx["num_attention_heads"] = b.n_heads;
-  tx["num_key_value_heads"] = b.n_kv_heads;
-  tx["head_dim"] = b.head_dim;
-  tx["intermediate_size"] = b.ffn;
-  tx["vocab_size"] = b.vocab;
   // The gated norm's eps exactly (its inputs can be as small as eps itself: a fresh state's
   // readout); the hidden norms, whose mean squares are of order 1, then carry K's bf16
   // rounding (2K^2 off by ~1e-3 of itself, ~1e-10 of their mean square).
-  tx["rms_norm_eps"] = eps_gated;
+  tx = grown_config(tx, b, b.n_layers, eps_gated, o.dtype, "dtype");
   tx["linear_num_key_heads"] = lm.nKb;
   tx["linear_num_value_heads"] = lm.nVb;
   tx["linear_key_head_dim"] = lm.dkb;
@@ -192,7 +185,6 @@ Padding grow_qwen35_target(const GraftOptions& o, const nlohmann::ordered_json& 
   for (int l = 0; l < b.n_layers; ++l) tx["layer_types"].push_back((l + 1) % 4 == 0 ? "full_attention" : "linear_attention");
   tx["full_attention_interval"] = 4;
   tx["tie_word_embeddings"] = b.tie_embeddings;
-  tx["dtype"] = torch_dtype(o.dtype);
   // mRoPE sections cover the rotated pairs (for text all three carry the same position, so
   // only their sum matters): Qwen3.5's own [11, 11, 10] for 64 rotated dims.
   if (tx.contains("rope_parameters") && tx["rope_parameters"].is_object() && tx["rope_parameters"].contains("mrope_section")) {
