@@ -45,7 +45,7 @@ struct GrowMaps {
   // small head h (group h / gs, slot h % gs) sits in big group h / gs at slot h % gs.
   int small_q_head(int hb) const;
   // Hidden channels. The two after the live ones (Hs, Hs+1) hold a constant in the residual
-  // stream (graft.cpp: it pushes the padding logits down): no matrix reads them (kZeroCol) and
+  // stream (graft_pair.cpp: it pushes the padding logits down): no matrix reads them (kZeroCol) and
   // the rows writing them are dead rows (zero on every non-zero input).
   int hid(int c) const { return c < Hs ? c : c < Hs + kConstChannels ? kZeroCol : kDead; }
   int ffn(int i) const { return i < Fs ? i : kDead; }

@@ -1,5 +1,5 @@
 #pragma once
-// The pieces dflash graft's targets (dense Qwen3: graft.cpp; Qwen3.5 hybrid: graft_qwen35.cpp)
+// The pieces dflash graft's targets (dense Qwen3: graft_pair.cpp; Qwen3.5 hybrid: graft_qwen35.cpp)
 // and their drafts (graft_draft.cpp) share: the small model's sizes, the layer grower, the
 // padding constant, config rewriting. Internal to models/graft.
 #include <deque>
@@ -72,7 +72,7 @@ SmallTensor with_mean_row(const SmallTensor& head);
 // Two dead channels c0 = Hs, c1 = Hs+1 of the residual stream carry a constant K; the final
 // norm weights them +W and -W; live head rows cancel them, padding rows take -2 M n0 (about
 // -1e4). The constant adds 2K^2 to every hidden RMSNorm's sum of squares, which rms_norm_eps
-// absorbs: eps_big = (H_small eps_small - 2K^2) / H_big. Full reasoning: graft.cpp.
+// absorbs: eps_big = (H_small eps_small - 2K^2) / H_big. Full reasoning: graft_pair.cpp.
 struct Padding {
   float K = 0, W = 0, M = 1024;
   // K a power of two with 2K^2 at most half of H_small eps (exact in bf16).
