@@ -71,7 +71,8 @@ void BatchPricing::record_context(int rows, double seconds) {
   context_row_s_ = context_row_s_ > 0 ? context_row_s_ + kCostEma * (per_row - context_row_s_) : per_row;
 }
 
-BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int draft_rows, int context_rows) const {
+BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int draft_rows, int context_rows,
+                               double context_share) const {
   BatchQuote q;
   q.active = active;
   q.goodput = goodput();
@@ -85,11 +86,13 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   q.accepted = accepted_;
   q.judged = judged_;
   // Before any catch-up was measured, a context row is priced as a row of the widest target
-  // pass measured (a prefill chunk's): dearer than the draft's fc and k/v projections, so the
-  // first probes beside others wait rather than pay an unknown price.
+  // pass measured (a prefill chunk's) times the share of weights it goes through (the draft's
+  // fc and k/v projections: 1.5% of a target row on the grown 4B pair); with no share given,
+  // as a whole target row, so that the first probes beside others wait rather than pay an
+  // unknown price.
   double row = context_row_s_;
   if (row <= 0 && !pass_s_.empty() && pass_s_.rbegin()->first >= kContextRowsMeasured)
-    row = pass_s_.rbegin()->second / pass_s_.rbegin()->first;
+    row = pass_s_.rbegin()->second / pass_s_.rbegin()->first * (context_share > 0 ? std::min(1.0, context_share) : 1.0);
   q.catch_up_s = row * std::max(0, context_rows);
   q.draft_s.assign(size_t(max_extra) + 2, 0.0);
   q.joining = draft_rows > 0;

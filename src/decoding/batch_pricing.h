@@ -43,7 +43,7 @@ struct BatchQuote {
   bool joining = false;
   // Feeding the draft the context rows this slot has waiting (plain steps' taps), which its
   // next block must pay first: their count at the measured seconds per context row (before
-  // one is measured: a target prefill row's).
+  // one is measured: a target prefill row's, times the context_share the slot gives).
   double catch_up_s = 0;
   std::vector<double> extra_s;  // [e]: seconds e more rows add to a pass beside the others' rows
   bool batched() const { return active > 1 && goodput > 0; }
@@ -60,7 +60,10 @@ class BatchPricing {
   // draft_rows: block rows (B - 1 each) of the draft jobs gathering for the next draft pass
   // (0: none; a block then pays for a draft pass of its own).
   // context_rows: the slot's context rows waiting for the draft (priced in catch_up_s).
-  BatchQuote quote(int active, int others_rows, int max_extra, int draft_rows = 0, int context_rows = 0) const;
+  // context_share: a context row's weights over a target row's (Drafter::context_row_bytes
+  // over TargetModel::weight_bytes; 0: unknown), for the price before one is measured.
+  BatchQuote quote(int active, int others_rows, int max_extra, int draft_rows = 0, int context_rows = 0,
+                   double context_share = 0) const;
   // After a slot's block of B (same lock as the rest): draft tokens accepted and judged (the
   // accepted and the first rejected), and the draft's own compute.
   void record_block(int B, int accepted, int judged, double draft_s);

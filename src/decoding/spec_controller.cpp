@@ -13,6 +13,13 @@ constexpr int kProbeFirst = 32, kProbeMax = 1024;  // plain steps between probes
 // context a draft block plus a verify can cost 5 plain steps: probing every 32 steps there
 // made speculation 8% slower than plain decoding with nothing ever accepted.
 constexpr double kProbeBudget = 0.02;
+// A catch-up (the draft's context for the prompt and the plain steps so far) is paid once and
+// serves every block after it, so beside others a block pays a share of it: its expected
+// tokens over the tokens the request may still emit, up to this many (a later block that does
+// not pay on its own is not drafted, so the investment must come back within a horizon).
+// Charged whole to one block, a 50-token prompt's catch-up kept a draft
+// accepting 57% (2.13x alone) off at 2, 4 and 8 streams on the grown Qwen3.5-4B pair.
+constexpr int kCatchUpHorizon = 256;
 }  // namespace
 
 SpecController::SpecController(int max_block, bool adaptive) : max_block_(std::max(1, max_block)), adaptive_(adaptive) {}
@@ -70,6 +77,11 @@ double SpecController::batch_cost(int B) const {
   return rows + draft_cost(B);
 }
 
+double SpecController::catch_up_share(int B) const {
+  const double horizon = std::min(tokens_left_, kCatchUpHorizon);
+  return quote_.catch_up_s * std::min(1.0, expected_tokens(B) / std::max(1.0, horizon));
+}
+
 double SpecController::expected_tokens(int B) const {
   const double a = alpha();
   // Accepted prefix (geometric in alpha, capped at B-1) + bonus.
@@ -108,8 +120,8 @@ int SpecController::best_block_batched() const {
   int best = 1;
   double best_net = 0;
   for (int B : candidate_blocks(max_block_)) {
-    // The plain steps' context the block must feed the draft first is paid now.
-    const double gain = expected_tokens(B) - 1.0, cost = batch_cost(B) + quote_.catch_up_s;
+    // The context the block must feed the draft first: its share (catch_up_share).
+    const double gain = expected_tokens(B) - 1.0, cost = batch_cost(B) + catch_up_share(B);
     const double net = gain - G * cost;
     if (gain > G * cost * 1.02 && net > best_net) {
       best = B;
@@ -119,8 +131,9 @@ int SpecController::best_block_batched() const {
   return best;
 }
 
-int SpecController::next_block(const BatchQuote* quote) {
+int SpecController::next_block(const BatchQuote* quote, int tokens_left) {
   if (!adaptive_) return current_ = max_block_;
+  tokens_left_ = std::max(1, tokens_left);
   batched_ = quote && quote->batched();
   if (batched_) quote_ = *quote;
   if (!batched_ && plain_s_ <= 0) return current_ = 1;  // measure a plain step first
@@ -132,9 +145,10 @@ int SpecController::next_block(const BatchQuote* quote) {
   // Beside others even the first probe waits as long as its predicted price allows (every
   // slot of the batch probes, and at 8 streams one probe can cost the batch 7 tokens).
   if (batched_)
-    every = std::max(every, int(std::min<double>(
-                                kProbeMax, std::ceil(quote_.goodput * (batch_cost(std::min(max_block_, 4)) + quote_.catch_up_s) /
-                                                     kProbeBudget))));
+    every = std::max(every, int(std::min<double>(kProbeMax, std::ceil(quote_.goodput *
+                                                                       (batch_cost(std::min(max_block_, 4)) +
+                                                                        catch_up_share(std::min(max_block_, 4))) /
+                                                                       kProbeBudget))));
   if (best == 1 && ++plain_run_ >= every) {
     plain_run_ = 0;
     probing_ = true;

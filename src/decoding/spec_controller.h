@@ -15,8 +15,9 @@ class SpecController {
   SpecController(int max_block, bool adaptive);
 
   // Block size for the next step: 1 means decode plainly this step. quote: the batch's price
-  // when other slots are active (null or not batched(): alone).
-  int next_block(const BatchQuote* quote = nullptr);
+  // when other slots are active (null or not batched(): alone). tokens_left: the most tokens
+  // the request may still emit (the horizon over which a catch-up is paid back).
+  int next_block(const BatchQuote* quote = nullptr, int tokens_left = 1 << 30);
   // After a speculative step of block B with `accepted` draft tokens accepted. draft_s: the
   // draft's own compute (not a wait for other slots' passes).
   // catch_up_s: feeding the draft the context of the plain steps before this block.
@@ -32,6 +33,7 @@ class SpecController {
   double verify_cost(int B) const;  // seconds, measured or interpolated
   double draft_cost(int B) const;
   double batch_cost(int B) const;  // seconds a block adds to the batch: extra rows + draft
+  double catch_up_share(int B) const;  // the share of the quote's catch-up one block of B pays
   int best_block_batched() const;
   int best_block_alone() const;
 
@@ -49,6 +51,7 @@ class SpecController {
   bool probing_ = false;
   int current_ = 0;
   bool batched_ = false;  // the latest decision was priced by the batch (quote_)
+  int tokens_left_ = 1 << 30;
   BatchQuote quote_;
 };
 

@@ -44,6 +44,7 @@ SpeculativeGenerator::SpeculativeGenerator(const TargetModel& target, const Draf
     : Generator(target, ctx_size), draft_(draft), sp_(sp), draft_state_(draft.new_state(ctx_size)),
       controller_(sp.block_size, sp.adaptive) {
   if (sp.block_size < 1) throw Error("block size must be at least 1");
+  if (const size_t tb = target.weight_bytes(); tb > 0) context_share_ = double(draft.context_row_bytes()) / double(tb);
 }
 
 void SpeculativeGenerator::start(const std::vector<int32_t>& prompt, const GenerateParams& params) {
@@ -354,8 +355,9 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   if (!draft_on_) return plain_step(out);
   // Beside other slots a block is priced by what it costs the batch (batch_pricing.h).
   BatchQuote quote;
-  if (batcher_ && sp_.adaptive) quote = batcher_->quote(last_rows_, sp_.block_size - 1, pending_n_ - pending_block_n_);
-  int B = controller_.next_block(quote.batched() ? &quote : nullptr);
+  if (batcher_ && sp_.adaptive)
+    quote = batcher_->quote(last_rows_, sp_.block_size - 1, pending_n_ - pending_block_n_, context_share_);
+  int B = controller_.next_block(quote.batched() ? &quote : nullptr, params_.max_tokens - n_generated_);
   // Never verify more than can be emitted or stored.
   B = std::min({B, params_.max_tokens - n_generated_, state_->capacity() - state_->length(),
                 draft_state_->capacity() - draft_state_->length() - pending_n_});

@@ -53,6 +53,7 @@ class SpeculativeGenerator : public Generator {
   int last_rows_ = 1;  // rows this sequence put in its latest pass (the batch's quote needs the others')
   double flush_pending_context();  // returns the draft's own seconds for it
   bool draft_on_ = true;
+  double context_share_ = 0;  // a draft context row's weights over a target row's (quote's prior)
 };
 
 }  // namespace dflash

@@ -48,14 +48,15 @@ void StepBatcher::record_context(int rows, double seconds) {
   pricing_.record_context(rows, seconds);
 }
 
-BatchQuote StepBatcher::quote(int my_rows, int max_extra, int context_rows) const {
+BatchQuote StepBatcher::quote(int my_rows, int max_extra, int context_rows, double context_share) const {
   std::lock_guard<std::mutex> lk(mu_);
   // The others' rows as in the latest pass, and this slot's plain row.
   // Blocks already gathering for the next draft pass: a block that joins them pays its rows only.
   int draft_rows = 0;
   if (!drafting_)
     for (const PendingDraft* p : drafts_) draft_rows += p->job->B - 1;
-  return pricing_.quote(active_, std::max(0, stats_.last_rows - my_rows) + 1, max_extra, draft_rows, context_rows);
+  return pricing_.quote(active_, std::max(0, stats_.last_rows - my_rows) + 1, max_extra, draft_rows, context_rows,
+                        context_share);
 }
 
 bool StepBatcher::may_run(double now) const {

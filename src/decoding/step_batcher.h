@@ -79,8 +79,9 @@ class StepBatcher {
   int prefill_rows(int chunk) const;
   // What drafting a block costs the batch now (batch_pricing.h), for a slot that put my_rows
   // rows in the latest pass, for up to max_extra rows more than a plain row.
-  // context_rows: the slot's context rows waiting for the draft (BatchQuote::catch_up_s).
-  BatchQuote quote(int my_rows, int max_extra, int context_rows = 0) const;
+  // context_rows: the slot's context rows waiting for the draft (BatchQuote::catch_up_s), and
+  // context_share the prior for their price (BatchPricing::quote).
+  BatchQuote quote(int my_rows, int max_extra, int context_rows = 0, double context_share = 0) const;
   void add_tokens(int n) { pricing_.add_tokens(n); }  // emitted, or prompt rows read
   // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block).
   void record_block(int B, int accepted, int judged, double draft_s);

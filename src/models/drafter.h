@@ -64,6 +64,11 @@ class Drafter {
     throw std::logic_error("this drafter proposes logits, not tokens");
   }
 
+  // Bytes of weights one context row goes through (fc, each layer's k/v projections): over the
+  // target's weight_bytes, the prior for a context row's price beside other slots before one
+  // is measured (batch_pricing.h). 0: not known (priced as a target row).
+  virtual size_t context_row_bytes() const { return 0; }
+
   // Several sequences' context rows and blocks in one pass over the draft's weights (and the
   // target's head), as slots drafting at the same step hand them in. Each job's proposal and
   // state are bitwise what add_context then propose / propose_tokens give it alone (batch

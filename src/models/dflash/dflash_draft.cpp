@@ -25,6 +25,12 @@ void DFlashDraft::set_cache_type(WType t) {
   cache_type_ = t;
 }
 
+size_t DFlashDraft::context_row_bytes() const {
+  size_t b = fc_.bytes();
+  for (const LayerWeights& l : layers_) b += l.wk.bytes() + l.wv.bytes();
+  return b;
+}
+
 void DFlashDraft::add_context(SequenceState& state, const float* features, int n) const {
   DraftJob j;
   j.state = &state;

@@ -83,6 +83,7 @@ class DFlashDraft : public Drafter {
   // Every job's context rows in one pass, then every job's block in one pass, then one pass
   // of the target's head over all their rows (Drafter::draft_batch).
   void draft_batch(const std::vector<DraftJob*>& jobs) const override;
+  size_t context_row_bytes() const override;
 
  protected:
   // A job's rows inside a stacked pass: rows off..off+n-1.

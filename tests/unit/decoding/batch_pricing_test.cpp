@@ -219,6 +219,9 @@ TEST(BatchPricing, CatchUpIsPricedAtTheMeasuredSecondsPerContextRow) {
   EXPECT_EQ(0.0, p.quote(4, 8, 7, 0, 100).catch_up_s) << "nothing measured yet, no prefill pass either";
   simulate(p, now, 2, 64, 8);  // a prefill chunk: before a catch-up is measured, a row is priced as its rows
   EXPECT_NEAR(100 * pass_time(64) / 64, p.quote(4, 8, 7, 0, 100).catch_up_s, 1e-12);
+  // With the share of weights a context row goes through (the draft's fc and k/v over the
+  // target's), that share of a prefill row.
+  EXPECT_NEAR(0.02 * 100 * pass_time(64) / 64, p.quote(4, 8, 7, 0, 100, 0.02).catch_up_s, 1e-12);
   p.record_context(4, 1.0);  // a few rows are bound by reading the weights: not a per-row price
   EXPECT_NEAR(100 * pass_time(64) / 64, p.quote(4, 8, 7, 0, 100).catch_up_s, 1e-12);
   p.record_context(100, 0.020);
@@ -227,23 +230,29 @@ TEST(BatchPricing, CatchUpIsPricedAtTheMeasuredSecondsPerContextRow) {
 }
 
 // A slot whose next block would first feed the draft many waiting context rows weighs that
-// cost too: the same draft that pays with nothing waiting does not pay with 400 rows waiting.
+// cost too, spread over the blocks the request may still draft (it is paid once): the same
+// draft that pays with nothing waiting does not pay with 400 rows waiting and a few tokens
+// left, and does with many left (up to a horizon of 256 tokens).
 TEST(BatchPricing, ABlockThatMustCatchUpFirstPaysForIt) {
   BatchPricing p;
   double now = 0;
   simulate(p, now, 20, 8, 8);  // 8 slots, 160 tok/s
   for (int i = 0; i < 20; ++i) p.record_draft_pass(3, 0.004);
   p.record_context(100, 0.020);
-  auto decide = [&](int waiting) {
+  auto decide = [&](int waiting, int tokens_left) {
     SpecController c(8, true);
     for (int i = 0; i < 20; ++i) {
       const BatchQuote q = p.quote(8, 7, 7, 0, waiting);
-      c.next_block(&q);
+      c.next_block(&q, tokens_left);
       c.record_spec(4, 3, 0.004, 0.05, 0);  // a draft that is accepted nearly always
     }
     const BatchQuote q = p.quote(8, 7, 7, 0, waiting);
-    return c.next_block(&q);
+    return c.next_block(&q, tokens_left);
   };
-  EXPECT_GT(decide(0), 1) << "pays with nothing waiting";
-  EXPECT_EQ(1, decide(400)) << "400 rows waiting cost 80 ms of the batch";
+  EXPECT_GT(decide(0, 8), 1) << "pays with nothing waiting";
+  EXPECT_EQ(1, decide(400, 8)) << "400 rows waiting cost 80 ms of the batch, and one block can emit all 8 tokens left";
+  EXPECT_EQ(1, decide(400, 12)) << "about 2 blocks left: 40 ms of catch-up each, more than their 5-6 extra tokens make";
+  EXPECT_GT(decide(400, 40), 1) << "about 6 blocks left: 13 ms each, paid back";
+  EXPECT_GT(decide(400, 1000), 1) << "about 40 blocks within the 256-token horizon: 2 ms each";
+  EXPECT_EQ(decide(400, 256), decide(400, 100000)) << "beyond the horizon the tokens left do not count";
 }
