@@ -129,40 +129,54 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   nlohmann::json levels = nlohmann::json::array();
   double plain1 = 0, spec1 = 0;
   if (!o.json) {
-    std::printf("concurrency: %s%s%s, %d tokens per request, %d threads, greedy, best of %d round(s)\n", dir.c_str(),
-                draft ? " + " : "", draft ? o.draft.c_str() : "", o.gen_tokens, pair.backend->threads(), o.rounds);
-    std::printf("%7s %12s %8s %12s %8s %9s %8s %17s %17s\n", "streams", "plain tok/s", "vs 1", "dflash tok/s", "vs 1",
-                "dflash/", "accept", "plain p50/max s", "dflash p50/max s");
+    std::printf("concurrency: %s%s%s, %d tokens per request, %d threads, greedy, best of %d round(s); paired: the "
+                "median of the rounds' dflash/plain\n",
+                dir.c_str(), draft ? " + " : "", draft ? o.draft.c_str() : "", o.gen_tokens, pair.backend->threads(), o.rounds);
+    std::printf("%7s %12s %8s %12s %8s %9s %9s %8s %17s %17s\n", "streams", "plain tok/s", "vs 1", "dflash tok/s",
+                "vs 1", "dflash/", "(paired)", "accept", "plain p50/max s", "dflash p50/max s");
   }
   for (int c : o.levels) {
     // Plain and speculative alternate round by round, so a slow stretch falls on both, and
     // their order flips every round (plain first, then speculative first): on this kind of
     // machine the second of two back-to-back runs tends to be the slower one (clock and cache
     // state), and a fixed order put that on speculation every time.
+    // Besides the best of each, each round's two runs, back to back, give a ratio of their
+    // own: the median of those is what a slow stretch of a few seconds (seen: one mode's best
+    // round 20% off the other's with identical passes) moves least.
     LevelResult plain, spec;
+    std::vector<double> paired;
     for (int round = 0; round < std::max(1, o.rounds); ++round) {
+      double wall[2] = {0, 0};  // plain, speculative
       for (int k = 0; k < 2; ++k) {
         const bool spec_now = (k == 0) == (round % 2 == 1);
         if (spec_now && !draft) continue;
         LevelResult r = run_level(*pair.target, spec_now ? draft : nullptr, c, prompts, o, pair.stop_ids);
+        wall[spec_now ? 1 : 0] = r.wall_s;
         LevelResult& best = spec_now ? spec : plain;
         if (r.wall_s < best.wall_s) best = r;
       }
+      if (draft && wall[1] > 0) paired.push_back(wall[0] / wall[1]);  // the same tokens: speeds' ratio
     }
+    const double paired_median = percentile(paired, 0.5);
     if (c == o.levels.front()) {
       plain1 = plain.agg_tok_s();
       spec1 = draft ? spec.agg_tok_s() : 0;
     }
     nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}};
-    if (draft) row["dflash"] = to_json(spec);
+    if (draft) {
+      row["dflash"] = to_json(spec);
+      row["dflash_over_plain_paired"] = paired;  // per round, dflash tok/s over plain's
+      row["dflash_over_plain_paired_median"] = paired_median;
+    }
     levels.push_back(row);
     if (o.json) continue;
     std::printf("%7d %12.2f %7.2fx", c, plain.agg_tok_s(), plain1 > 0 ? plain.agg_tok_s() / plain1 : 0.0);
     if (draft)
-      std::printf(" %12.2f %7.2fx %8.2fx %7.1f%%", spec.agg_tok_s(), spec1 > 0 ? spec.agg_tok_s() / spec1 : 0.0,
-                  spec.agg_tok_s() / plain.agg_tok_s(), 100.0 * double(spec.accepted) / double(std::max(1L, spec.drafted)));
+      std::printf(" %12.2f %7.2fx %8.2fx %8.2fx %7.1f%%", spec.agg_tok_s(), spec1 > 0 ? spec.agg_tok_s() / spec1 : 0.0,
+                  spec.agg_tok_s() / plain.agg_tok_s(), paired_median,
+                  100.0 * double(spec.accepted) / double(std::max(1L, spec.drafted)));
     else
-      std::printf(" %12s %8s %9s %8s", "-", "-", "-", "-");
+      std::printf(" %12s %8s %9s %9s %8s", "-", "-", "-", "-", "-");
     std::printf(" %8.2f/%-8.2f", percentile(plain.latency_s, 0.5), percentile(plain.latency_s, 1.0));
     if (draft) std::printf(" %8.2f/%-8.2f", percentile(spec.latency_s, 0.5), percentile(spec.latency_s, 1.0));
     std::printf("\n");
@@ -205,7 +219,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     }
   }
   nlohmann::json doc{{"bench", "concurrency"}, {"model", dir}, {"draft", o.draft}, {"weights", o.weights},
-                     {"gen_tokens", o.gen_tokens}, {"threads", pair.backend->threads()}, {"levels", levels}};
+                     {"gen_tokens", o.gen_tokens}, {"threads", pair.backend->threads()},
+                     {"rounds", std::max(1, o.rounds)}, {"levels", levels}};
   if (!peer.is_null()) doc["llamacpp"] = peer;
   if (o.json) std::printf("%s\n", doc.dump(2).c_str());
   return doc;

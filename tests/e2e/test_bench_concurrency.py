@@ -47,6 +47,16 @@ check("bench --concurrency exits 0", r.returncode == 0, r.stderr[-2000:])
 doc = doc_of(r.stdout)
 check("a JSON document", doc.get("bench") == "concurrency", r.stdout[-1000:])
 check_levels(doc, ["plain", "dflash"])
+
+def paired_ok(lv, rounds):
+    p = lv.get("dflash_over_plain_paired", [])
+    m = lv.get("dflash_over_plain_paired_median", 0)
+    return len(p) == rounds and all(x > 0 and math.isfinite(x) for x in p) and min(p) <= m <= max(p)
+
+
+check("each level has one paired dflash/plain ratio per round (the document's rounds), their median among them",
+      doc.get("rounds", 0) >= 1 and all(paired_ok(lv, doc["rounds"]) for lv in doc.get("levels", [])),
+      json.dumps(doc.get("levels", []))[:800])
 check("every speculative row drafted and counted what was accepted (0 <= accepted <= drafted, drafted > 0)",
       all(0 <= lv["dflash"]["accepted"] <= lv["dflash"]["drafted"] and lv["dflash"]["drafted"] > 0
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
@@ -58,6 +68,10 @@ lv = (doc_of(r.stdout).get("levels") or [{}])[0].get("dflash", {})
 check("--block-sizes 3: every block drafts 2 tokens (drafted = 2 x draft passes > 0)",
       r.returncode == 0 and lv.get("draft_passes", 0) > 0 and lv.get("drafted") == 2 * lv.get("draft_passes"),
       json.dumps(lv) + r.stderr[-500:])
+r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--gen-tokens", str(GEN),
+         "--threads", "2", "--json", "--rounds", "2"])
+check("--rounds 2: two paired ratios", r.returncode == 0 and paired_ok((doc_of(r.stdout).get("levels") or [{}])[0], 2),
+      r.stdout[-800:] + r.stderr[-500:])
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--block-sizes", "4,8"])
 check("--block-sizes with two values: exit != 0, one value wanted",
       r.returncode != 0 and "one --block-sizes value" in r.stderr, r.stderr[-500:])
