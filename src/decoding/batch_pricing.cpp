@@ -29,9 +29,17 @@ double BatchPricing::goodput() const {
 }
 
 namespace {
-// Seconds by row count from an EMA per count: exact, linear between counts, below the smallest
-// no dearer than it, and beyond the largest along the slope from the smallest count to it (the
-// widest span, so the noise of two neighbouring counts does not steer it), or the prior.
+// Seconds by row count from an EMA per count: exact; between two counts halfway between the
+// straight line joining them and the roofline they imply (flat at the lower count's seconds
+// while reading the weights dominates, then in proportion to the rows at the higher count's
+// seconds per row): a pass's seconds grow flat and then linearly, with the knee somewhere
+// between, so the line prices rows past the lower count too high and the roofline, past the
+// knee, too low. Below the smallest no dearer than it; beyond the largest along the slope from
+// the smallest count to it (the widest span, so the noise of two neighbouring counts does not
+// steer it), or the prior. The line alone priced a verify block beside 4 decode rows at a
+// prefill chunk's seconds per row, 3 rows more at 23 ms on a 75 ms pass (the grown Qwen3.5-4B
+// pair, where one stream's verify of 4 rows costs 1.04x its single row), so no slot drafted
+// until a late probe. Once a count is measured its own EMA prices it.
 double seconds_by_rows(const std::map<int, double>& m, int rows) {
   if (m.empty()) return 0;
   auto hi = m.lower_bound(rows);
@@ -40,7 +48,9 @@ double seconds_by_rows(const std::map<int, double>& m, int rows) {
   auto lo = std::prev(hi);
   if (hi != m.end()) {
     const double t = double(rows - lo->first) / double(hi->first - lo->first);
-    return lo->second + t * (hi->second - lo->second);
+    const double line = lo->second + t * (hi->second - lo->second);
+    const double roof = std::max(lo->second, hi->second * double(rows) / double(hi->first));
+    return 0.5 * (line + std::min(line, roof));
   }
   double slope = kPriorRowShare * lo->second / double(lo->first);
   if (lo != m.begin()) {

@@ -50,6 +50,12 @@ TEST(BatchPricing, PricesRowsFromMeasuredPassesAndNeverBelowZero) {
   q = p.quote(4, 8, 15);
   EXPECT_NEAR(0.0, q.extra_s[7], 1e-9) << "8 -> 15 rows: interpolated between 8 and 16, both 50 ms";
   EXPECT_NEAR(pass_time(64) - pass_time(8), p.quote(4, 8, 56).extra_s[56], 1e-9);
+  // Between two counts, halfway between their straight line and the roofline they imply (flat
+  // at 16 rows' 50 ms, then 64 rows' seconds per row): pass_time's knee lies between them.
+  const double line40 = pass_time(16) + (pass_time(64) - pass_time(16)) * 24.0 / 48.0;
+  const double roof40 = std::max(pass_time(16), pass_time(64) * 40.0 / 64.0);
+  EXPECT_LT(roof40, line40);
+  EXPECT_NEAR(0.5 * (line40 + roof40), p.pass_seconds(40), 1e-12);
   // Beyond the largest count: along the widest measured slope.
   EXPECT_NEAR(pass_time(64) + (pass_time(64) - pass_time(8)) / 56.0 * 16, p.pass_seconds(80), 1e-9);
   // A noisy dip (a faster pass at more rows) never makes more rows cheaper.
@@ -202,7 +208,8 @@ TEST(BatchPricing, ABlockJoiningOthersInTheirDraftPassPaysOnlyItsRows) {
   EXPECT_NEAR(0.010, alone.draft_s[4], 1e-12) << "B=4 alone: a pass of 3 rows";
   const BatchQuote join = p.quote(4, 8, 7, /*draft_rows=*/3);
   EXPECT_TRUE(join.joining);
-  EXPECT_NEAR(0.001, join.draft_s[4], 1e-12) << "B=4 beside 3 rows waiting: pass(6) - pass(3), 11 - 10 ms";
+  // pass(6): halfway between the line (11 ms) and the roofline (max(10, 13 x 6 / 12) = 10 ms).
+  EXPECT_NEAR(0.0005, join.draft_s[4], 1e-12) << "B=4 beside 3 rows waiting: pass(6) - pass(3), 10.5 - 10 ms";
   EXPECT_LT(join.draft_s[8], alone.draft_s[8]);
   // At or below the smallest count measured the price would come out free; it takes the
   // prior's share per row (0.15 of the 3-row pass per row).
