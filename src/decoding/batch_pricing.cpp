@@ -97,9 +97,9 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   q.judged = judged_;
   // Before any catch-up was measured, a context row is priced as a row of the widest target
   // pass measured (a prefill chunk's) times the share of weights it goes through (the draft's
-  // fc and k/v projections: 1.5% of a target row on the grown 4B pair); with no share given,
-  // as a whole target row, so that the first probes beside others wait rather than pay an
-  // unknown price.
+  // fc and k/v projections: about 1.2% of a target row's weights on the grown 4B pair); with
+  // no share given, as a whole target row, so that the first probes beside others wait rather
+  // than pay an unknown price.
   double row = context_row_s_;
   if (row <= 0 && !pass_s_.empty() && pass_s_.rbegin()->first >= kContextRowsMeasured)
     row = pass_s_.rbegin()->second / pass_s_.rbegin()->first * (context_share > 0 ? std::min(1.0, context_share) : 1.0);

@@ -176,3 +176,19 @@ TEST(DraftBatch, TwoBlocksOfOneSequenceInOnePassAreRefused) {
   EXPECT_THROW(draft->draft_batch({&j1, &j2}), Error);
   EXPECT_EQ(1, s->length());
 }
+
+// The weights one context row goes through (fc over the taps, each layer's k and v
+// projections), which the batch's pricing sets against the target's weight_bytes before a
+// context row's price is measured (batch_pricing.h): bf16, 2 bytes per weight.
+TEST(DraftBatch, ContextRowBytesAreFcAndEachLayersKeyAndValueProjections) {
+  LoadOptions lo;
+  lo.backend = make_cpu_backend(1);
+  lo.weights = WType::BF16;
+  auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
+  auto draft = DFlashDraft::load(kSrc + "/models/demo/draft2", lo, *target);
+  const DraftConfig& c = draft->config();
+  const size_t kvd = size_t(c.n_kv_heads) * size_t(c.head_dim);
+  const size_t weights = size_t(draft->feature_dim()) * size_t(c.hidden) + size_t(c.n_layers) * 2 * kvd * size_t(c.hidden);
+  EXPECT_EQ(2 * weights, draft->context_row_bytes());
+  EXPECT_LT(draft->context_row_bytes(), target->weight_bytes());
+}
