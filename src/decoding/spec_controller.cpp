@@ -17,8 +17,8 @@ constexpr double kProbeBudget = 0.02;
 // serves every block after it, so beside others a block pays a share of it: its expected
 // tokens over the tokens the request may still emit, up to this many (a later block that does
 // not pay on its own is not drafted, so the investment must come back within a horizon).
-// Charged whole to one block, a 50-token prompt's catch-up kept a draft
-// accepting 57% (2.13x alone) off at 2, 4 and 8 streams on the grown Qwen3.5-4B pair.
+// Charged whole to one block, a code prompt's catch-up kept a draft accepting 57% (2.13x
+// alone) off at 2, 4 and 8 streams on the grown Qwen3.5-4B pair.
 constexpr int kCatchUpHorizon = 256;
 }  // namespace
 
@@ -142,17 +142,17 @@ int SpecController::next_block(const BatchQuote* quote, int tokens_left) {
   // next one wait twice as long, so probing never costs more than a few percent.
   probing_ = false;
   int every = probe_every_;
+  const int probe_B = std::min(max_block_, 4);
   // Beside others even the first probe waits as long as its predicted price allows (every
   // slot of the batch probes, and at 8 streams one probe can cost the batch 7 tokens).
-  if (batched_)
-    every = std::max(every, int(std::min<double>(kProbeMax, std::ceil(quote_.goodput *
-                                                                       (batch_cost(std::min(max_block_, 4)) +
-                                                                        catch_up_share(std::min(max_block_, 4))) /
-                                                                       kProbeBudget))));
+  if (batched_) {
+    const double price = quote_.goodput * (batch_cost(probe_B) + catch_up_share(probe_B));
+    every = std::max(every, int(std::min<double>(kProbeMax, std::ceil(price / kProbeBudget))));
+  }
   if (best == 1 && ++plain_run_ >= every) {
     plain_run_ = 0;
     probing_ = true;
-    best = std::min(max_block_, 4);
+    best = probe_B;
   }
   if (best > 1) plain_run_ = 0;
   return current_ = best;
