@@ -28,8 +28,32 @@ struct LevelResult {
   long tokens = 0, drafted = 0, accepted = 0;
   std::vector<double> latency_s;  // per request, start to last token
   BatchStats batch;               // the passes: how many, how full, how long
+  // The window in which every stream was decoding: from the last stream's first token to the
+  // first stream's last token, and the tokens all streams emitted inside it (llama.cpp's
+  // batched-bench S_TG, for streams that overlap). The wall time above also holds each
+  // prompt's prefill, which is compute-bound and gains nothing from batching, so the scaling
+  // of batched decode itself shows here.
+  double steady_s = 0;
+  long steady_tokens = 0;
   double agg_tok_s() const { return wall_s > 0 ? double(tokens) / wall_s : 0; }
+  double steady_tok_s() const { return steady_s > 0 ? double(steady_tokens) / steady_s : 0; }
 };
+
+// Each stream's token times (one entry per token, the time its step returned).
+void measure_steady(const std::vector<std::vector<double>>& token_times, LevelResult& r) {
+  double from = 0, to = 1e300;
+  for (const auto& t : token_times) {
+    if (t.size() < 2) return;  // a stream that never decoded: no window
+    from = std::max(from, t.front());
+    to = std::min(to, t.back());
+  }
+  if (to <= from) return;
+  long n = 0;
+  for (const auto& t : token_times)
+    for (double x : t) n += x > from && x <= to;
+  r.steady_s = to - from;
+  r.steady_tokens = n;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -60,6 +84,7 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
   }
   LevelResult r;
   r.latency_s.assign(size_t(streams), 0);
+  std::vector<std::vector<double>> token_times(static_cast<size_t>(streams));
   std::vector<std::string> errors(static_cast<size_t>(streams));
   const double t0 = now_seconds();
   std::vector<std::thread> threads;
@@ -74,7 +99,13 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
         Generator& g = *gens[size_t(s)];
         g.start(prompts[size_t(s) % prompts.size()], gp);
         std::vector<int32_t> out;
-        while (g.step(out)) {
+        auto& times = token_times[size_t(s)];
+        times.reserve(size_t(o.gen_tokens) + 16);
+        for (bool more = true; more;) {
+          const size_t before = out.size();
+          more = g.step(out);
+          const double t = now_seconds();
+          times.insert(times.end(), out.size() - before, t);
         }
         r.latency_s[size_t(s)] = now_seconds() - t0;
       } catch (const std::exception& e) {
@@ -86,6 +117,7 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
   r.batch = batcher.stats();
   for (const auto& e : errors)
     if (!e.empty()) throw Error("bench --concurrency: a request failed: " + e);
+  measure_steady(token_times, r);
   for (const auto& g : gens) {
     r.tokens += g->generated();
     if (auto* sg = dynamic_cast<const SpeculativeGenerator*>(g.get())) {
@@ -98,6 +130,7 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
 
 nlohmann::json to_json(const LevelResult& r) {
   return {{"aggregate_tok_s", r.agg_tok_s()}, {"wall_s", r.wall_s}, {"tokens", r.tokens},
+          {"steady_tok_s", r.steady_tok_s()}, {"steady_s", r.steady_s}, {"steady_tokens", r.steady_tokens},
           {"latency_p50_s", percentile(r.latency_s, 0.5)}, {"latency_max_s", percentile(r.latency_s, 1.0)},
           {"drafted", r.drafted}, {"accepted", r.accepted},
           {"accept_rate", r.drafted ? double(r.accepted) / double(r.drafted) : 0.0},
@@ -107,6 +140,25 @@ nlohmann::json to_json(const LevelResult& r) {
           {"draft_passes", r.batch.draft_passes},
           {"blocks_per_draft_pass", r.batch.draft_passes ? double(r.batch.draft_jobs) / double(r.batch.draft_passes) : 0.0},
           {"draft_share_of_wall", r.wall_s > 0 ? r.batch.draft_pass_s / r.wall_s : 0.0}};
+}
+
+// While every stream decodes (each level's best round; paired: the median of each round's
+// dflash/plain): the scaling of batched decode without the prompts' prefill.
+void print_steady_table(const nlohmann::json& levels, bool spec) {
+  std::printf("\nwhile all streams decode (from the last stream's first token to the first stream's last), tok/s:\n");
+  std::printf("%7s %12s %8s", "streams", "plain", "vs 1");
+  if (spec) std::printf(" %12s %8s %9s", "dflash", "vs 1", "(paired)");
+  std::printf("\n");
+  const double p1 = levels[0].value("plain_steady_tok_s_best", 0.0), s1 = levels[0].value("dflash_steady_tok_s_best", 0.0);
+  for (const auto& lv : levels) {
+    const double p = lv.value("plain_steady_tok_s_best", 0.0);
+    std::printf("%7d %12.2f %7.2fx", lv.value("streams", 0), p, p1 > 0 ? p / p1 : 0.0);
+    if (spec) {
+      const double d = lv.value("dflash_steady_tok_s_best", 0.0);
+      std::printf(" %12.2f %7.2fx %8.2fx", d, s1 > 0 ? d / s1 : 0.0, lv.value("dflash_over_plain_steady_paired_median", 0.0));
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -144,29 +196,39 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     // own: the median of those is what a slow stretch of a few seconds (seen: one mode's best
     // round 20% off the other's with identical passes) moves least.
     LevelResult plain, spec;
-    std::vector<double> paired;
+    double steady_best[2] = {0, 0};  // plain, speculative: the best round's all-decoding tok/s
+    std::vector<double> paired, paired_steady;
+    std::vector<long> drafted_by_round;  // the speculative run's drafted tokens, round by round
     for (int round = 0; round < std::max(1, o.rounds); ++round) {
-      double wall[2] = {0, 0};  // plain, speculative
+      double wall[2] = {0, 0}, steady[2] = {0, 0};
       for (int k = 0; k < 2; ++k) {
         const bool spec_now = (k == 0) == (round % 2 == 1);
         if (spec_now && !draft) continue;
         LevelResult r = run_level(*pair.target, spec_now ? draft : nullptr, c, prompts, o, pair.stop_ids);
         wall[spec_now ? 1 : 0] = r.wall_s;
+        steady[spec_now ? 1 : 0] = r.steady_tok_s();
+        if (spec_now) drafted_by_round.push_back(r.drafted);
+        steady_best[spec_now ? 1 : 0] = std::max(steady_best[spec_now ? 1 : 0], r.steady_tok_s());
         LevelResult& best = spec_now ? spec : plain;
         if (r.wall_s < best.wall_s) best = r;
       }
       if (draft && wall[1] > 0) paired.push_back(wall[0] / wall[1]);  // the same tokens: speeds' ratio
+      if (draft && steady[0] > 0 && steady[1] > 0) paired_steady.push_back(steady[1] / steady[0]);
     }
     const double paired_median = percentile(paired, 0.5);
     if (c == o.levels.front()) {
       plain1 = plain.agg_tok_s();
       spec1 = draft ? spec.agg_tok_s() : 0;
     }
-    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}};
+    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}, {"plain_steady_tok_s_best", steady_best[0]}};
     if (draft) {
       row["dflash"] = to_json(spec);
       row["dflash_over_plain_paired"] = paired;  // per round, dflash tok/s over plain's
       row["dflash_over_plain_paired_median"] = paired_median;
+      row["dflash_steady_tok_s_best"] = steady_best[1];
+      row["dflash_over_plain_steady_paired"] = paired_steady;
+      row["dflash_over_plain_steady_paired_median"] = percentile(paired_steady, 0.5);
+      row["dflash_drafted_by_round"] = drafted_by_round;
     }
     levels.push_back(row);
     if (o.json) continue;
@@ -182,6 +244,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     std::printf("\n");
     std::fflush(stdout);
   }
+  if (!o.json && !levels.empty()) print_steady_table(levels, draft != nullptr);
   nlohmann::json peer;
   if (o.vs_llamacpp) {
     // The same token ids for llama.cpp, through a temporary file.

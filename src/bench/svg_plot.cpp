@@ -164,6 +164,43 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
   return o.str();
 }
 
+// bench --concurrency: aggregate tok/s against streams (end to end, and while all streams
+// decode), llama.cpp beside; and speculative over plain, the paired medians, against 1.
+void concurrency_panels(const nlohmann::json& doc, std::vector<PlotPanel>& panels) {
+  PlotPanel tps{"aggregate throughput vs streams", "streams", "tok/s", {}};
+  PlotPanel ratio{"speculative / plain (paired median)", "streams", "dflash / plain", {}};
+  PlotSeries plain{"plain", "#555555", {}, {}, false}, plain_steady{"plain, all decoding", "#555555", {}, {}, true},
+      spec{"dflash", "#d62728", {}, {}, false}, spec_steady{"dflash, all decoding", "#d62728", {}, {}, true},
+      r_all{"end to end", "#d62728", {}, {}, false}, r_steady{"all decoding", "#d62728", {}, {}, true},
+      one{"equal", "#555555", {}, {}, true};
+  for (const auto& lv : doc["levels"]) {
+    const double n = at(lv, "streams");
+    if (lv.contains("plain")) plain.x.push_back(n), plain.y.push_back(at(lv["plain"], "aggregate_tok_s"));
+    if (lv.contains("plain_steady_tok_s_best")) plain_steady.x.push_back(n), plain_steady.y.push_back(at(lv, "plain_steady_tok_s_best"));
+    if (!lv.contains("dflash")) continue;
+    spec.x.push_back(n), spec.y.push_back(at(lv["dflash"], "aggregate_tok_s"));
+    if (lv.contains("dflash_steady_tok_s_best")) spec_steady.x.push_back(n), spec_steady.y.push_back(at(lv, "dflash_steady_tok_s_best"));
+    r_all.x.push_back(n), r_all.y.push_back(at(lv, "dflash_over_plain_paired_median"));
+    if (lv.contains("dflash_over_plain_steady_paired_median"))
+      r_steady.x.push_back(n), r_steady.y.push_back(at(lv, "dflash_over_plain_steady_paired_median"));
+    one.x.push_back(n), one.y.push_back(1.0);
+  }
+  for (auto* s : {&plain, &plain_steady, &spec, &spec_steady})
+    if (!s->x.empty()) tps.series.push_back(std::move(*s));
+  if (doc.contains("llamacpp") && doc["llamacpp"].contains("levels")) {
+    PlotSeries l{"llama.cpp", "#1f77b4", {}, {}, false};
+    for (const auto& lv : doc["llamacpp"]["levels"]) l.x.push_back(at(lv, "streams")), l.y.push_back(at(lv, "aggregate_tok_s"));
+    if (!l.x.empty()) tps.series.push_back(std::move(l));
+  }
+  if (!tps.series.empty()) panels.push_back(std::move(tps));
+  if (!r_all.x.empty()) {
+    ratio.series.push_back(std::move(r_all));
+    if (!r_steady.x.empty()) ratio.series.push_back(std::move(r_steady));
+    ratio.series.push_back(std::move(one));
+    panels.push_back(std::move(ratio));
+  }
+}
+
 std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc) {
   std::vector<PlotPanel> panels;
   if (doc.is_array()) {  // bench --vs-llamacpp rows
@@ -214,6 +251,8 @@ std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc) {
     }
     if (!tps.series.empty()) panels.push_back(std::move(tps));
     if (!sp.series.empty()) panels.push_back(std::move(sp));
+  } else if (doc.is_object() && doc.value("bench", std::string()) == "concurrency" && doc.contains("levels")) {
+    concurrency_panels(doc, panels);
   }
   return panels;
 }
@@ -221,7 +260,10 @@ std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc) {
 void write_bench_plot(const nlohmann::json& doc, const std::string& path) {
   const auto panels = bench_plot_panels(doc);
   if (panels.empty()) throw Error("plot: the bench document has nothing to plot (" + path + ")");
-  const std::string title = doc.is_array() ? "dflash vs llama.cpp: verification cost curve" : "DFlash block-size sweep";
+  const bool concurrency = doc.is_object() && doc.value("bench", std::string()) == "concurrency";
+  const std::string title = doc.is_array()  ? "dflash vs llama.cpp: verification cost curve"
+                            : concurrency ? "dflash bench --concurrency: batched streams"
+                                          : "DFlash block-size sweep";
   std::ofstream f(path, std::ios::binary);
   if (!f) throw file_error(path, "cannot write");
   f << render_svg(title, panels);

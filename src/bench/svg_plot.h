@@ -1,6 +1,7 @@
 #pragma once
 // A small SVG line-chart writer (no dependency) for the bench pictures: the verification cost
-// curve of `bench --vs-llamacpp` and the block-size sweep of `bench --draft`.
+// curve of `bench --vs-llamacpp`, the block-size sweep of `bench --draft` and the scaling of
+// `bench --concurrency`.
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
 
 // Panels for a bench JSON document: a list of `--vs-llamacpp` rows (one cost-curve panel per
 // row: dflash, llama.cpp and the physical bound, each forward_ms[K] / forward_ms[1]), or the
-// `--draft` object {regimes, cost_model} (cost curve; tok/s and speedup vs block size).
+// `--draft` object {regimes, cost_model} (cost curve; tok/s and speedup vs block size), or the
+// `--concurrency` object {bench: "concurrency", levels, llamacpp?} (aggregate tok/s vs streams,
+// end to end and while all decode; speculative / plain, the paired medians).
 std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc);
 // Renders bench_plot_panels(doc) to path; throws dflash::Error when it cannot be written or
 // the document has nothing to plot.

@@ -38,6 +38,20 @@ def check_levels(doc, engines):
             ok = (m.get("tokens") == c * GEN and m.get("aggregate_tok_s", 0) > 0 and math.isfinite(m["aggregate_tok_s"])
                   and 0 < m.get("latency_p50_s", 0) <= m.get("latency_max_s", 0) <= m.get("wall_s", 0) * 1.001)
             check(f"{c} streams, {e}: {c} x {GEN} tokens, tok/s > 0, p50 <= max <= wall", ok, json.dumps(m))
+            # The window while all streams decode: inside the wall time, fewer tokens than all
+            # (each stream's first token comes before it), at least one per stream's later step.
+            # One stream: from its first token to its last, so exactly GEN - 1 tokens. Several:
+            # the demo's passes take a fraction of a millisecond, so one stream may finish before
+            # another starts (seen: 2 plain streams that never shared a pass): then no window.
+            window = (0 < m.get("steady_s", 0) <= m.get("wall_s", 0) and c <= m.get("steady_tokens", 0) < c * GEN
+                      and abs(m.get("steady_tok_s", 0) - m["steady_tokens"] / m["steady_s"]) < 1e-6 * m["steady_tok_s"])
+            if c == 1:
+                check(f"1 stream, {e}: the all-decoding window runs from the first token to the last: {GEN - 1} tokens",
+                      window and m["steady_tokens"] == GEN - 1, json.dumps(m))
+            else:
+                none = m.get("steady_s", -1) == 0 and m.get("steady_tokens", -1) == 0 == m.get("steady_tok_s")
+                check(f"{c} streams, {e}: the all-decoding window lies in the wall time, {c} <= its tokens < {c * GEN} "
+                      "(or there is none)", window or none, json.dumps(m))
 
 
 # --no-adaptive: every step drafts a full block, so every level's speculative row has drafts.
@@ -57,6 +71,17 @@ def paired_ok(lv, rounds):
 check("each level has one paired dflash/plain ratio per round (the document's rounds), their median among them",
       doc.get("rounds", 0) >= 1 and all(paired_ok(lv, doc["rounds"]) for lv in doc.get("levels", [])),
       json.dumps(doc.get("levels", []))[:800])
+check("the all-decoding tok/s: each level's best round per mode, a paired ratio per round, drafts per round",
+      all(lv.get("plain_steady_tok_s_best", -1) >= lv["plain"]["steady_tok_s"] >= 0
+          and lv.get("dflash_steady_tok_s_best", -1) >= lv["dflash"]["steady_tok_s"] >= 0
+          and len(lv.get("dflash_over_plain_steady_paired", [])) <= doc["rounds"]  # rounds where both had a window
+          and all(x > 0 for x in lv.get("dflash_over_plain_steady_paired", [0]))
+          and lv.get("dflash_drafted_by_round") == [lv["dflash"]["drafted"]] * doc["rounds"]
+          for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
+check("the table gives the all-decoding scaling below the end-to-end one",
+      "while all streams decode" in subprocess.run(
+          [BIN, "bench", "--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1,2", "--gen-tokens", "8",
+           "--threads", "2"], capture_output=True, text=True, timeout=600).stdout)
 check("every speculative row drafted and counted what was accepted (0 <= accepted <= drafted, drafted > 0)",
       all(0 <= lv["dflash"]["accepted"] <= lv["dflash"]["drafted"] and lv["dflash"]["drafted"] > 0
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
@@ -77,8 +102,10 @@ check("--block-sizes with two values: exit != 0, one value wanted",
       r.returncode != 0 and "one --block-sizes value" in r.stderr, r.stderr[-500:])
 
 r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN), "--threads", "2"])
-check("the table without a draft: one row per level", r.returncode == 0 and
-      sum(1 for line in r.stdout.splitlines() if line.strip().split(" ")[0] in ("1", "2", "4")) == 3, r.stdout[-1500:])
+tables = r.stdout.split("while all streams decode")
+check("the tables without a draft: one row per level in each (end to end, then all decoding)", r.returncode == 0 and
+      len(tables) == 2 and all(sum(1 for line in t.splitlines() if line.strip().split(" ")[0] in ("1", "2", "4")) == 3
+                               for t in tables), r.stdout[-1500:])
 
 r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1", "--vs-llamacpp"])
 check("--vs-llamacpp with a Hugging Face folder: exit != 0, says a .gguf is needed",
@@ -91,10 +118,17 @@ with tempfile.TemporaryDirectory() as tmp:
     c = subprocess.run([BIN, "convert", "--model", TARGET, "--out", gguf, "--type", "q8_0"], capture_output=True, text=True,
                        timeout=300)
     check("the demo target converts to GGUF", c.returncode == 0, c.stderr[-500:])
+    out = os.path.join(tmp, "conc.json")
     r = run(["--model", gguf, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN), "--threads", "2",
-             "--json", "--vs-llamacpp"])
+             "--json", "--vs-llamacpp", "--json-out", out])
     check("bench --concurrency --vs-llamacpp on the GGUF exits 0", r.returncode == 0, r.stderr[-2000:])
     doc = doc_of(r.stdout)
+    saved = json.load(open(out)) if os.path.exists(out) else {}
+    svg_path = os.path.join(tmp, "conc.svg")
+    svg = open(svg_path).read() if os.path.exists(svg_path) else ""
+    check("--json-out writes the document and an SVG beside it with the throughput panel and llama.cpp's line",
+          saved.get("levels") == doc.get("levels") and svg.startswith("<?xml") and "aggregate throughput vs streams" in svg
+          and ">llama.cpp<" in svg, svg[:300])
     check_levels(doc, ["plain"])
     peer = doc.get("llamacpp", {}).get("levels", [])
     check("llama.cpp measured the same levels", [lv.get("streams") for lv in peer] == [1, 2, 4], json.dumps(peer)[:500])
