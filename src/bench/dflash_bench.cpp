@@ -136,7 +136,11 @@ std::pair<double, double> time_draft(const DFlashDraft& draft, int B, int ctx_le
 // For each real shape: target forward of B rows and a draft of the published kind (same width
 // as the target, `layers` layers, taps by the formula) per block, both on random weights; with
 // this run's tau per regime and block size they predict tau / (verify + draft) in plain steps.
+// With --json the tables go to stderr: stdout holds the JSON document alone.
+FILE* table_stream(const DflashBenchOptions& o) { return o.json ? stderr : stdout; }
+
 nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json& rows, ThreadPool& pool) {
+  FILE* tout = table_stream(o);
   nlohmann::json out = nlohmann::json::array();
   const int ctx_len = 256;
   const WType wt = parse_wtype(o.predict_weights);
@@ -179,29 +183,29 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
     }
     out.push_back(shape);
   }
-  std::printf("\npredicted on real shapes (random weights, target forward and a draft of the published kind, "
+  std::fprintf(tout, "\npredicted on real shapes (random weights, target forward and a draft of the published kind, "
               "%d tokens of context): tau / (verify(B) + draft(B)) in plain steps%s\n", ctx_len,
               rows.empty() || !rows[0].contains("draft2") ? ""
                   : "; tau2 (--draft2) on the same costs, its convolutions and selector not included");
-  std::printf("%-14s %-5s %3s %8s %8s", "shape", "quant", "B", "verify", "draft");
+  std::fprintf(tout, "%-14s %-5s %3s %8s %8s", "shape", "quant", "B", "verify", "draft");
   const bool two = !rows.empty() && rows[0].contains("draft2");
-  for (const auto& row : rows) std::printf("  %10s tau -> pred", row["regime"].get<std::string>().c_str());
+  for (const auto& row : rows) std::fprintf(tout, "  %10s tau -> pred", row["regime"].get<std::string>().c_str());
   if (two)
-    for (const auto& row : rows) std::printf("  %8s tau2 -> pred", row["regime"].get<std::string>().c_str());
-  std::printf("\n");
+    for (const auto& row : rows) std::fprintf(tout, "  %8s tau2 -> pred", row["regime"].get<std::string>().c_str());
+  std::fprintf(tout, "\n");
   for (const auto& sh : out)
     for (const auto& [k, b] : sh["blocks"].items()) {
-      std::printf("%-14s %-5s %3s %7.2fx %7.2fx", sh["shape"].get<std::string>().c_str(),
+      std::fprintf(tout, "%-14s %-5s %3s %7.2fx %7.2fx", sh["shape"].get<std::string>().c_str(),
                   sh["weights"].get<std::string>().c_str(), k.c_str(), b["verify_ratio"].get<double>(),
                   b["draft_ratio"].get<double>());
       for (const char* which : {"predicted", "predicted_draft2"}) {
         if (!b.contains(which)) continue;
         for (const auto& row : rows) {
           const auto& p = b[which][row["regime"].get<std::string>()];
-          std::printf("  %14.2f -> %4.2fx", p["tau"].get<double>(), p["speedup"].get<double>());
+          std::fprintf(tout, "  %14.2f -> %4.2fx", p["tau"].get<double>(), p["speedup"].get<double>());
         }
       }
-      std::printf("\n");
+      std::fprintf(tout, "\n");
     }
   return out;
 }
@@ -209,6 +213,7 @@ nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json&
 }  // namespace
 
 nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
+  FILE* tout = table_stream(o);
   const std::string dir = resolve_model_dir(o.model);
   ModelPair pair = load_bench_pair(dir, o.draft, o.weights, o.threads);
   const auto& target = pair.target;
@@ -253,11 +258,11 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
   }
 
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("%-10s %8s %10s", "regime", "prompts", "plain t/s");
-  for (int B : o.block_sizes) std::printf("   B=%-2d t/s  speedup  accept   tau", B);
-  std::printf("\n");
+  std::fprintf(tout, "%-10s %8s %10s", "regime", "prompts", "plain t/s");
+  for (int B : o.block_sizes) std::fprintf(tout, "   B=%-2d t/s  speedup  accept   tau", B);
+  std::fprintf(tout, "\n");
   if (o.controller == "both")
-    std::printf("(block-size columns: on the regime's line the controller is off, every step drafting B - 1; on "
+    std::fprintf(tout, "(block-size columns: on the regime's line the controller is off, every step drafting B - 1; on "
                 "the 'controller:' line it is on)\n");
   // The controller's modes to measure: the configured one, or both (--controller both).
   std::vector<bool> modes;
@@ -274,7 +279,7 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
     if (d2) d2->reset_timing();
     run_regime(*target, setups, r, stops, o.rounds);
     const Result plain = setups[0].res;
-    std::printf("%-10s %8zu %10.1f", r.name.c_str(), r.prompts.size(), plain.tok_s);
+    std::fprintf(tout, "%-10s %8zu %10.1f", r.name.c_str(), r.prompts.size(), plain.tok_s);
     nlohmann::json row{{"regime", r.name}, {"prompts", r.prompts.size()}, {"plain_tok_s", plain.tok_s}};
     size_t k = 1;
     for (const DFlashDraft* dr : {draft.get(), draft2.get()}) {
@@ -284,12 +289,12 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
         if (second || m > 0) {
           std::string label = second ? std::string(draft2->kind()) : std::string();
           if (modes.size() > 1) label += std::string(label.empty() ? "" : " ") + mode_key[modes[m]];
-          std::printf("\n%-30s", (label + ":").c_str());
+          std::fprintf(tout, "\n%-30s", (label + ":").c_str());
         }
         for (int B : o.block_sizes) {
           const Result d = setups[k++].res;
           const double sp = plain.tok_s > 0 ? d.tok_s / plain.tok_s : 0;
-          std::printf("   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
+          std::fprintf(tout, "   %9.1f  %6.2fx  %5.1f%%  %5.2f", d.tok_s, sp, 100 * d.accept_rate(), d.tau());
           nlohmann::json cell{{"tok_s", d.tok_s}, {"speedup", sp}, {"accept_rate", d.accept_rate()},
                               {"tau", d.tau()}, {"steps", d.steps}, {"controller", bool(modes[m])}};
           // "dflash" / "draft2": the first mode measured (the configured one); with both modes
@@ -304,22 +309,22 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
         const double n = double(t.blocks);
         row["draft2_cost"] = {{"blocks", t.blocks}, {"block_ms", 1e3 * t.total_s / n}, {"conv_ms", 1e3 * t.conv_s / n},
                               {"selector_ms", 1e3 * t.selector_s / n}};
-        std::printf("\n%-10s per block: %.3f ms total, convolutions %.3f ms (%.1f%%), selector %.3f ms (%.1f%%)", "",
+        std::fprintf(tout, "\n%-10s per block: %.3f ms total, convolutions %.3f ms (%.1f%%), selector %.3f ms (%.1f%%)", "",
                     1e3 * t.total_s / n, 1e3 * t.conv_s / n, 100 * t.conv_s / t.total_s, 1e3 * t.selector_s / n,
                     100 * t.selector_s / t.total_s);
       }
     }
-    std::printf("\n");
-    std::fflush(stdout);
+    std::fprintf(tout, "\n");
+    std::fflush(tout);
     rows.push_back(row);
   }
 
   // The cost model: verify of K rows relative to one row, and the draft's time per block.
   const int ctx_len = 256;
   const double t1 = time_forward(*target, 1, ctx_len, pool, 7);
-  std::printf("\ncost model at %d tokens of context (target forward of K rows / K=1; draft block time / K=1 forward)\n",
+  std::fprintf(tout, "\ncost model at %d tokens of context (target forward of K rows / K=1; draft block time / K=1 forward)\n",
               ctx_len);
-  std::printf("%4s %10s %8s %12s\n", "K", "fwd ms", "ratio", "draft ratio");
+  std::fprintf(tout, "%4s %10s %8s %12s\n", "K", "fwd ms", "ratio", "draft ratio");
   nlohmann::json cost = nlohmann::json::array();
   for (int K = 1; K <= 16; ++K) {
     const double tk = K == 1 ? t1 : time_forward(*target, K, ctx_len, pool, 5);
@@ -335,11 +340,11 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
         td = std::min(td, now_seconds() - t0);
       }
     }
-    std::printf("%4d %10.3f %8.2f %12.2f\n", K, tk * 1e3, tk / t1, td / t1);
+    std::fprintf(tout, "%4d %10.3f %8.2f %12.2f\n", K, tk * 1e3, tk / t1, td / t1);
     cost.push_back({{"K", K}, {"forward_ms", tk * 1e3}, {"ratio", tk / t1}, {"draft_ratio", td / t1}});
   }
   // Predicted speedup at each block size from the measured tau: tau tokens per (draft + verify).
-  std::printf("\npredicted speedup = tau / (verify(B)/verify(1) + draft(B)/verify(1))\n");
+  std::fprintf(tout, "\npredicted speedup = tau / (verify(B)/verify(1) + draft(B)/verify(1))\n");
   for (auto& row : rows)
     for (int B : o.block_sizes) {
       if (B > 16) continue;
@@ -347,7 +352,7 @@ nlohmann::json run_dflash_bench(const DflashBenchOptions& o) {
       const double pred = d["tau"].get<double>() / (cost[size_t(B - 1)]["ratio"].get<double>() +
                                                      cost[size_t(B - 1)]["draft_ratio"].get<double>());
       d["predicted_speedup"] = pred;
-      std::printf("  %-10s B=%-2d tau %.2f -> predicted %.2fx, measured %.2fx\n", row["regime"].get<std::string>().c_str(),
+      std::fprintf(tout, "  %-10s B=%-2d tau %.2f -> predicted %.2fx, measured %.2fx\n", row["regime"].get<std::string>().c_str(),
                   B, d["tau"].get<double>(), pred, d["speedup"].get<double>());
     }
   nlohmann::json doc{{"regimes", rows}, {"cost_model", cost}};

@@ -34,7 +34,13 @@ def main():
         check("bench exits 0", r.returncode == 0, r.stderr[-2000:])
         if r.returncode != 0:
             return
-        doc = json.loads(r.stdout[r.stdout.rindex("\n{\n") + 1:])
+        # --json: stdout is the document alone, the tables went to stderr.
+        try:
+            doc = json.loads(r.stdout)
+        except ValueError:
+            doc = {}
+        check("--json: stdout is one JSON document; the tables are on stderr",
+              doc.get("regimes") and "predicted speedup" in r.stderr, r.stdout[:300])
         shapes = doc.get("predicted_shapes", [])
         check("one predicted shape", len(shapes) == 1 and shapes[0]["shape"] == "tiny", str(shapes)[:300])
         if not shapes:
@@ -70,7 +76,7 @@ def main():
         both = bench(prompts, ["--controller", "both"])
         check("--controller both exits 0", both.returncode == 0, both.stderr[-2000:])
         if both.returncode == 0:
-            d2 = json.loads(both.stdout[both.stdout.rindex("\n{\n") + 1:])
+            d2 = json.loads(both.stdout)
             for row in d2["regimes"]:
                 fx, ct = row.get("dflash_fixed", {}), row.get("dflash_controller", {})
                 check(f"{row['regime']}: both modes per block size", set(fx) == {"2", "4"} and set(ct) == {"2", "4"},
@@ -81,7 +87,7 @@ def main():
                               for b, v in fx.items()), str(row)[:300])
                 check(f"{row['regime']}: fixed blocks draft B - 1 every step",
                       all(v["steps"] > 0 and 0 < v["tau"] <= int(b) for b, v in fx.items()), str(fx)[:300])
-            check("the table labels the controller line", "controller:" in both.stdout, both.stdout[:500])
+            check("the table labels the controller line", "controller:" in both.stderr, both.stderr[-1500:])
         bad = bench(prompts, ["--predict-shapes", "no-such-shape"])
         check("unknown shape is refused", bad.returncode != 0 and "unknown shape" in bad.stderr, bad.stderr[-500:])
 
