@@ -20,14 +20,6 @@ constexpr double kProbeBudget = 0.02;
 // Charged whole to one block, a code prompt's catch-up kept a draft accepting 57% (2.13x
 // alone) off at 2, 4 and 8 streams on the grown Qwen3.5-4B pair.
 constexpr int kCatchUpHorizon = 256;
-// Beside others a block must promise this much more than the batch makes in the seconds it
-// adds: its price is an estimate (rows between two measured row counts, the catch-up's share
-// of a horizon the slot may not draft through), and a block that merely breaks even on paper
-// slows every stream when the estimate is low. With 1.02 (alone's margin) 4 streams on the
-// grown Qwen3-1.7B pair (a draft accepting about a third) drafted 170-191 tokens in two of
-// four rounds and ran 0.83x of plain in both; 7 verify rows beside 4 were priced about 30%
-// below the pass they made.
-constexpr double kBatchedMargin = 1.25;
 }  // namespace
 
 SpecController::SpecController(int max_block, bool adaptive) : max_block_(std::max(1, max_block)), adaptive_(adaptive) {}
@@ -122,7 +114,7 @@ int SpecController::best_block_alone() const {
 }
 
 // The block whose extra tokens, less what the batch makes in the seconds it adds, gain most;
-// none (1) unless its extra tokens per extra second beat the goodput by kBatchedMargin.
+// none (1) unless its extra tokens per extra second beat the goodput by the same margin.
 int SpecController::best_block_batched() const {
   const double G = quote_.goodput;
   int best = 1;
@@ -131,7 +123,7 @@ int SpecController::best_block_batched() const {
     // The context the block must feed the draft first: its share (catch_up_share).
     const double gain = expected_tokens(B) - 1.0, cost = batch_cost(B) + catch_up_share(B);
     const double net = gain - G * cost;
-    if (gain > G * cost * kBatchedMargin && net > best_net) {
+    if (gain > G * cost * 1.02 && net > best_net) {
       best = B;
       best_net = net;
     }

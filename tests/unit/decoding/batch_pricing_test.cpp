@@ -263,21 +263,3 @@ TEST(BatchPricing, ABlockThatMustCatchUpFirstPaysForIt) {
   EXPECT_GT(decide(400, 1000), 1) << "about 40 blocks within the 256-token horizon: 2 ms each";
   EXPECT_EQ(decide(400, 256), decide(400, 100000)) << "beyond the horizon the tokens left do not count";
 }
-
-TEST(BatchPricing, BesideOthersABlockMustPromiseAQuarterMoreThanItCosts) {
-  // The prior acceptance (1 of 2 judged) makes a block of 2 worth 0.5 extra tokens; the batch
-  // makes 100 tokens/s. The block's price is an estimate, so it is drafted only where those
-  // 0.5 tokens beat what the batch makes in its seconds by 25%: at 4.5 ms (0.45 tokens, 1.11x)
-  // it is not, at 3.6 ms (0.36 tokens, 1.39x) it is.
-  auto decide = [](double rows_s, double draft_s) {
-    SpecController c(2, true);
-    BatchQuote q;
-    q.active = 4;
-    q.goodput = 100;
-    q.extra_s = {0.0, rows_s};
-    q.draft_s = {0.0, 0.0, draft_s};
-    return c.next_block(&q, 1000);
-  };
-  EXPECT_EQ(1, decide(0.0030, 0.0015)) << "4.5 ms: on paper 1.11x, within the estimate's error";
-  EXPECT_EQ(2, decide(0.0024, 0.0012)) << "3.6 ms: 1.39x";
-}
