@@ -133,12 +133,12 @@ std::pair<double, double> time_draft(const DFlashDraft& draft, int B, int ctx_le
   return {tp, tc};
 }
 
-// For each real shape: target forward of B rows and a draft of the published kind (same width
-// as the target, `layers` layers, taps by the formula) per block, both on random weights; with
-// this run's tau per regime and block size they predict tau / (verify + draft) in plain steps.
 // With --json the tables go to stderr: stdout holds the JSON document alone.
 FILE* table_stream(const DflashBenchOptions& o) { return o.json ? stderr : stdout; }
 
+// For each real shape: target forward of B rows and a draft of the published kind (same width
+// as the target, `layers` layers, taps by the formula) per block, both on random weights; with
+// this run's tau per regime and block size they predict tau / (verify + draft) in plain steps.
 nlohmann::json predict_shapes(const DflashBenchOptions& o, const nlohmann::json& rows, ThreadPool& pool) {
   FILE* tout = table_stream(o);
   nlohmann::json out = nlohmann::json::array();

@@ -164,6 +164,12 @@ std::string render_svg(const std::string& title, const std::vector<PlotPanel>& p
   return o.str();
 }
 
+namespace {
+
+bool is_concurrency_doc(const nlohmann::json& doc) {
+  return doc.is_object() && doc.value("bench", std::string()) == "concurrency";
+}
+
 // bench --concurrency: aggregate tok/s against streams (end to end, and while all streams
 // decode), llama.cpp beside; and speculative over plain, the paired medians, against 1.
 void concurrency_panels(const nlohmann::json& doc, std::vector<PlotPanel>& panels) {
@@ -200,6 +206,8 @@ void concurrency_panels(const nlohmann::json& doc, std::vector<PlotPanel>& panel
     panels.push_back(std::move(ratio));
   }
 }
+
+}  // namespace
 
 std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc) {
   std::vector<PlotPanel> panels;
@@ -251,7 +259,7 @@ std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc) {
     }
     if (!tps.series.empty()) panels.push_back(std::move(tps));
     if (!sp.series.empty()) panels.push_back(std::move(sp));
-  } else if (doc.is_object() && doc.value("bench", std::string()) == "concurrency" && doc.contains("levels")) {
+  } else if (is_concurrency_doc(doc) && doc.contains("levels")) {
     concurrency_panels(doc, panels);
   }
   return panels;
@@ -260,9 +268,8 @@ std::vector<PlotPanel> bench_plot_panels(const nlohmann::json& doc) {
 void write_bench_plot(const nlohmann::json& doc, const std::string& path) {
   const auto panels = bench_plot_panels(doc);
   if (panels.empty()) throw Error("plot: the bench document has nothing to plot (" + path + ")");
-  const bool concurrency = doc.is_object() && doc.value("bench", std::string()) == "concurrency";
-  const std::string title = doc.is_array()  ? "dflash vs llama.cpp: verification cost curve"
-                            : concurrency ? "dflash bench --concurrency: batched streams"
+  const std::string title = doc.is_array()            ? "dflash vs llama.cpp: verification cost curve"
+                            : is_concurrency_doc(doc) ? "dflash bench --concurrency: batched streams"
                                           : "DFlash block-size sweep";
   std::ofstream f(path, std::ios::binary);
   if (!f) throw file_error(path, "cannot write");
