@@ -90,6 +90,7 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   const int R = std::max(1, others_rows);
   const double base = pass_seconds(R);
   q.pass_s = base;
+  q.rows = R;
   // A pass never gets cheaper with more rows: noise between neighbouring counts is clipped.
   double prev = 0;
   for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);

@@ -33,6 +33,7 @@ struct BatchQuote {
   int active = 1;               // slots generating
   double goodput = 0;           // tokens/s of the whole batch over recent passes (0: not yet measured)
   double pass_s = 0;            // seconds of a pass of the others' rows and one more
+  int rows = 0;                 // those rows: the others' and this slot's plain row
   // What all slots' blocks measured, for a slot that has measured little itself: the
   // acceptance (accepted over judged draft tokens; judged 0: none yet) and the draft's own
   // compute per block size (0: not measured). Same draft, same machine, similar text.

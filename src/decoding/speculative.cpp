@@ -214,7 +214,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   job.tokens = token_draft ? &dt : nullptr;
   job.logits = token_draft ? nullptr : dlogits.data();
   const double t0 = now_seconds();
-  if (batcher_) batcher_->draft(draft_, job);
+  if (batcher_) batcher_->draft(draft_, job, state_.get());
   else draft_.draft_batch({&job});
   // The plain steps' rows are the price of those steps, not of this block: kept out of the
   // controller's per-block draft cost (its catch-up), but counted in the request's draft time.
@@ -361,15 +361,20 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
     return !emit(t, logits_.data(), out);
   }
   if (!draft_on_) return plain_step(out);
-  // Beside other slots a block is priced by what it costs the batch (batch_pricing.h).
-  BatchQuote quote;
-  if (batcher_ && sp_.adaptive)
-    quote = batcher_->quote(last_rows_, sp_.block_size - 1, pending_n_ - pending_block_n_, context_share_);
-  int B = controller_.next_block(quote.batched() ? &quote : nullptr, params_.max_tokens - n_generated_);
-  // Never verify more than can be emitted or stored.
-  B = std::min({B, params_.max_tokens - n_generated_, state_->capacity() - state_->length(),
-                draft_state_->capacity() - draft_state_->length() - pending_n_});
-  if (B <= 1 || pending_rows() != 1) return plain_step(out);  // forced tokens are fed plainly
+  // Never verify more than can be emitted or stored; tokens fed plainly (forced by a
+  // constraint) go as a plain step.
+  const int left = params_.max_tokens - n_generated_;
+  auto choose = [&](const BatchQuote* quote) {
+    const int b = std::min({controller_.next_block(quote, left), left, state_->capacity() - state_->length(),
+                            draft_state_->capacity() - draft_state_->length() - pending_n_});
+    return b <= 1 || pending_rows() != 1 ? 1 : b;
+  };
+  // Beside other slots a block is priced by what it costs the batch (batch_pricing.h), beside
+  // the blocks the others chose for the same pass.
+  const int B = batcher_ && sp_.adaptive ? batcher_->decide(*state_, last_rows_, sp_.block_size - 1,
+                                                            pending_n_ - pending_block_n_, context_share_, choose)
+                                         : choose(nullptr);
+  if (B <= 1) return plain_step(out);
   return spec_step(B, out);
 }
 

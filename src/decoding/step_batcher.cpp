@@ -20,6 +20,10 @@ void StepBatcher::join() {
 void StepBatcher::leave() {
   std::lock_guard<std::mutex> lk(mu_);
   --active_;
+  if (active_ == 0) {  // nothing left to price beside
+    declared_.clear();
+    last_blocks_.clear();
+  }
   cv_.notify_all();  // the waiters may now be every active slot
 }
 
@@ -48,15 +52,31 @@ void StepBatcher::record_context(int rows, double seconds) {
   pricing_.record_context(rows, seconds);
 }
 
-BatchQuote StepBatcher::quote(int my_rows, int max_extra, int context_rows, double context_share) const {
+int StepBatcher::decide(const SequenceState& slot, int my_rows, int max_extra, int context_rows, double context_share,
+                        const std::function<int(const BatchQuote*)>& choose) {
   std::lock_guard<std::mutex> lk(mu_);
-  // The others' rows as in the latest pass, and this slot's plain row.
-  // Blocks already gathering for the next draft pass: a block that joins them pays its rows only.
-  int draft_rows = 0;
-  if (!drafting_)
-    for (const PendingDraft* p : drafts_) draft_rows += p->job->B - 1;
-  return pricing_.quote(active_, std::max(0, stats_.last_rows - my_rows) + 1, max_extra, draft_rows, context_rows,
-                        context_share);
+  forget(&slot);
+  // The others' rows in the next pass: as in the latest, but a slot that verified a block
+  // there counts its plain row only unless it has declared a block again since (taken as
+  // keeping its block, the others priced every block beside the blocks of the latest pass
+  // and drafted at every other step, the steps between plain); and this slot's plain row. A
+  // block that joins blocks still to draft pays only its rows in their draft pass.
+  int others = stats_.last_rows - my_rows, draft_rows = 0;
+  for (const auto& [s, extra] : last_blocks_)
+    if (s != &slot) others -= extra;
+  for (const Declared& d : declared_) {
+    others += d.B - 1;
+    if (!d.drafted) draft_rows += d.B - 1;
+  }
+  const BatchQuote q = pricing_.quote(active_, std::max(active_ - 1, others) + 1, max_extra, draft_rows, context_rows,
+                                      context_share);
+  const int B = choose(q.batched() ? &q : nullptr);
+  if (B > 1) declared_.push_back(Declared{&slot, B});
+  return B;
+}
+
+void StepBatcher::forget(const SequenceState* slot) {
+  std::erase_if(declared_, [&](const Declared& d) { return d.slot == slot; });
 }
 
 bool StepBatcher::may_run(double now) const {
@@ -71,8 +91,9 @@ bool StepBatcher::may_draft(double now) const {
   return now - std::max(drafts_.front()->arrived, last_pass_end_) >= wait_s();
 }
 
-void StepBatcher::draft(const Drafter& d, DraftJob& job) {
+void StepBatcher::draft(const Drafter& d, DraftJob& job, const SequenceState* slot) {
   PendingDraft p;
+  p.slot = slot;
   p.drafter = &d;
   p.job = &job;
   std::unique_lock<std::mutex> lk(mu_);
@@ -92,7 +113,10 @@ void StepBatcher::draft(const Drafter& d, DraftJob& job) {
       cv_.wait_for(lk, std::chrono::duration<double>(std::max(left, 1e-5)));
     }
   }
-  if (p.error) std::rethrow_exception(p.error);
+  if (p.error) {
+    forget(slot);  // its block will not come
+    std::rethrow_exception(p.error);
+  }
 }
 
 void StepBatcher::run_drafts(std::unique_lock<std::mutex>& lk) {
@@ -101,6 +125,9 @@ void StepBatcher::run_drafts(std::unique_lock<std::mutex>& lk) {
   std::vector<PendingDraft*> members, rest;
   for (PendingDraft* p : drafts_) (p->drafter == drafts_.front()->drafter ? members : rest).push_back(p);
   drafts_.swap(rest);
+  for (Declared& d : declared_)
+    for (const PendingDraft* m : members)
+      if (m->slot && m->slot == d.slot) d.drafted = true;
   lk.unlock();
   std::vector<DraftJob*> jobs;
   std::vector<PendingDraft*> running;
@@ -199,6 +226,13 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
   running_ = true;
   std::vector<Pending*> members;
   members.swap(pending_);
+  // A member's declared block is in this pass: it is one of the latest pass's blocks now.
+  std::vector<std::pair<const SequenceState*, int>> blocks;
+  for (const Pending* m : members) {
+    for (const Declared& d : declared_)
+      if (d.slot == m->rows.state && d.B == m->rows.rows.n) blocks.emplace_back(d.slot, d.B - 1);
+    forget(m->rows.state);
+  }
   lk.unlock();
   // A member whose rows cannot go through (its context full, a token outside the vocabulary)
   // gets its own error and stays out, so that it does not fail the pass of the others: the
@@ -246,6 +280,7 @@ void StepBatcher::run_pass(std::unique_lock<std::mutex>& lk) {
   stats_.sequences += running.size();
   stats_.last_sequences = int(running.size());
   stats_.last_rows = rows;
+  last_blocks_.swap(blocks);
   if (!batch.empty() && !error) pricing_.record_pass(rows, t1 - t0, last_pass_end_);
   running_ = false;
   cv_.notify_all();

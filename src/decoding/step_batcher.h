@@ -74,14 +74,22 @@ class StepBatcher {
   // it runs once every active slot waits here or in forward(), or when the oldest job has
   // waited as long as a pass's waiters do. Throws dflash::Error when its own job cannot go
   // (the draft's context full: the others' pass runs without it), or what the pass threw.
-  void draft(const Drafter& d, DraftJob& job);
+  // slot: the slot's target state, whose declared block (decide()) this job drafts.
+  void draft(const Drafter& d, DraftJob& job, const SequenceState* slot = nullptr);
   // A prefill chunk's length: `chunk` alone, at most prefill_budget beside other slots.
   int prefill_rows(int chunk) const;
-  // What drafting a block costs the batch now (batch_pricing.h), for a slot that put my_rows
-  // rows in the latest pass, for up to max_extra rows more than a plain row.
-  // context_rows: the slot's context rows waiting for the draft (BatchQuote::catch_up_s), and
+  // A slot's block for the next pass (1: a plain row), chosen by `choose` from the price of
+  // drafting now (batch_pricing.h; null when the slot decides alone). It runs under the
+  // batcher's lock and the block it returns is kept as the slot's declared rows until its next
+  // forward(): slots that decide at the same step see each other's blocks and are priced beside
+  // the rows the next pass will hold, not those of the latest one. Each priced beside the
+  // latest pass as it was, the weak grown Qwen3-1.7B draft's four slots all chose blocks of 8
+  // after two lucky probes and a pass of 4 rows (29 ms) became one of 32 (128-213 ms).
+  // my_rows: the rows the slot put in the latest pass; max_extra: rows past a plain row;
+  // context_rows: its context rows waiting for the draft (BatchQuote::catch_up_s), and
   // context_share the prior for their price (BatchPricing::quote).
-  BatchQuote quote(int my_rows, int max_extra, int context_rows = 0, double context_share = 0) const;
+  int decide(const SequenceState& slot, int my_rows, int max_extra, int context_rows, double context_share,
+             const std::function<int(const BatchQuote*)>& choose);
   void add_tokens(int n) { pricing_.add_tokens(n); }  // emitted, or prompt rows read
   // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block).
   void record_block(int B, int accepted, int judged, double draft_s);
@@ -98,12 +106,21 @@ class StepBatcher {
     std::exception_ptr error;
   };
   struct PendingDraft {
+    const SequenceState* slot = nullptr;
     const Drafter* drafter = nullptr;
     DraftJob* job = nullptr;
     double arrived = 0;
     bool done = false;
     std::exception_ptr error;
   };
+  // A block a slot chose for its next pass, and whether its draft pass has begun (a block still
+  // to draft joins the next draft pass: BatchQuote::joining).
+  struct Declared {
+    const SequenceState* slot;
+    int B;
+    bool drafted = false;
+  };
+  void forget(const SequenceState* slot);  // mu_ held
   bool may_run(double now) const;    // mu_ held
   bool may_draft(double now) const;  // mu_ held
   void run_pass(std::unique_lock<std::mutex>& lk);  // mu_ held on entry and exit
@@ -129,6 +146,9 @@ class StepBatcher {
   std::condition_variable cv_;
   std::vector<Pending*> pending_;
   std::vector<PendingDraft*> drafts_;
+  std::vector<Declared> declared_;
+  // The blocks in the latest pass: their slots and rows past the plain row (B - 1).
+  std::vector<std::pair<const SequenceState*, int>> last_blocks_;
   int active_ = 0, in_compute_ = 0;
   bool running_ = false, drafting_ = false;
   BatchStats stats_;

@@ -192,6 +192,42 @@ TEST(BatchPricing, ProbesBesideOthersAreSpacedByWhatTheyCostTheBatch) {
   EXPECT_GE(probes, 1) << "it still looks now and then";
 }
 
+// A probe beside others whose own pass shows that rows cost far more than the batch had
+// measured: every row past 8 costs 20 ms (a small machine whose passes are compute-bound
+// already), where the prior priced 3 rows at 3 ms. The draft is always right, yet its blocks
+// do not pay there, and the next probe waits for the price its pass measured.
+namespace {
+double steep_pass(int rows) { return 0.050 + 0.020 * std::max(0, rows - 8); }
+}  // namespace
+TEST(BatchPricing, AProbeThatMeasuredDearRowsWaitsForTheirPrice) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 20, 8, 8);  // 8 slots decoding, 160 tok/s
+  SpecController c(4, true);
+  std::vector<int> probes;
+  for (int i = 0; i < 1200; ++i) {
+    const BatchQuote q = p.quote(8, /*others' rows and this slot's=*/8, 3);
+    const int B = c.next_block(&q);
+    const int rows = 7 + B;
+    double t = steep_pass(rows);
+    if (B > 1) {
+      probes.push_back(i);
+      t += 0.004;
+      c.record_spec(B, B - 1, 0.004, t);  // the draft is always right
+    } else {
+      c.record_plain(t);
+    }
+    p.add_tokens(7 + B);
+    now += t;
+    p.record_pass(rows, steep_pass(rows), now);
+  }
+  ASSERT_GE(probes.size(), 2u) << "it looks again now and then";
+  // A probe costs the batch about 10 tokens here (60 ms of rows and 4 ms of draft at 160
+  // tok/s): within the 2% budget, one per 500 steps.
+  EXPECT_LE(probes.size(), 4u) << "at the price before the first, one every 55 steps: 21";
+  EXPECT_GE(probes[1] - probes[0], 400) << "after a probe that did not pay, the next waits for its price";
+}
+
 // Slots that draft at the same step share one draft pass (StepBatcher::draft): a block that
 // joins blocks already waiting pays what its rows add to that pass, not a pass of its own.
 TEST(BatchPricing, ABlockJoiningOthersInTheirDraftPassPaysOnlyItsRows) {

@@ -195,3 +195,58 @@ TEST(StepBatcher, RowsThatCannotGoFailAloneAndTheOthersRun) {
   EXPECT_NE(std::string::npos, full_error.find("context full")) << full_error;
   EXPECT_EQ(0, full->length());
 }
+
+// Slots that decide at the same step see each other's blocks (StepBatcher::decide): a slot is
+// priced beside the blocks declared before it for the next pass, and a block that went
+// through the latest pass counts as its slot's plain row again unless that slot declares
+// another. (Priced beside the latest pass as it was, four slots of a weak draft all chose
+// blocks of 8 at one step, and slots beside blocks drafted at every other step only.)
+TEST(StepBatcher, SlotsDecidingAtOneStepArePricedBesideEachOthersBlocks) {
+  LoadOptions lo;
+  lo.backend = make_cpu_backend(2);
+  auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
+  StepBatcher batcher(*target);
+  auto a = target->new_state(kCtx), b = target->new_state(kCtx);
+  StepBatcher::Slot in_a(&batcher), in_b(&batcher);
+  const std::vector<int32_t> tokens(8, 1);
+  std::vector<float> logits_a(size_t(target->config().vocab)), logits_b(logits_a.size());
+  auto rows_of = [&](SequenceState& s, int n, std::vector<float>& logits) {
+    ForwardArgs f;
+    f.tokens = tokens.data();
+    f.n = n;
+    f.logits = logits.data();
+    batcher.add_tokens(1);
+    batcher.forward(s, f);
+  };
+  auto pass = [&](int na, int nb) {  // one pass of both slots' rows (it runs once both wait)
+    std::thread tb([&] { rows_of(*b, nb, logits_b); });
+    rows_of(*a, na, logits_a);
+    tb.join();
+  };
+  for (int i = 0; i < 3; ++i) pass(1, 1);  // measured passes: a goodput, a price
+  ASSERT_EQ(3u, batcher.stats().passes) << "both slots' rows went in one pass each time";
+  struct Seen {
+    int rows = -1;
+    bool joining = false;
+  };
+  auto decide = [&](SequenceState& s, int my_rows, int B) {
+    Seen seen;
+    EXPECT_EQ(B, batcher.decide(s, my_rows, 7, 0, 0, [&](const BatchQuote* q) {
+      EXPECT_NE(nullptr, q) << "two slots with a measured goodput: priced by the batch";
+      if (q) seen = Seen{q->rows, q->joining};
+      return B;
+    }));
+    return seen;
+  };
+  EXPECT_EQ(2, decide(*b, 1, 1).rows) << "b's row beside a's";
+  const Seen first = decide(*a, 1, 8);
+  EXPECT_EQ(2, first.rows) << "a declares a block of 8, priced beside b's plain row";
+  EXPECT_FALSE(first.joining);
+  const Seen second = decide(*b, 1, 1);
+  EXPECT_EQ(9, second.rows) << "b, deciding after a at the same step, is priced beside a's block";
+  EXPECT_TRUE(second.joining) << "a's block waits for its draft pass: a block of b would join it";
+  pass(8, 1);  // a's block and b's row
+  EXPECT_EQ(2, decide(*b, 1, 1).rows) << "a's block went through: a counts as its plain row again";
+  EXPECT_EQ(2, decide(*a, 8, 4).rows);
+  EXPECT_EQ(5, decide(*b, 1, 1).rows) << "until it declares another block";
+}
