@@ -47,10 +47,10 @@ SpeculativeGenerator::SpeculativeGenerator(const TargetModel& target, const Draf
   if (const size_t tb = target.weight_bytes(); tb > 0) context_share_ = double(draft.context_row_bytes()) / double(tb);
   // Room for the rows held back (a few MB), written once here so that its pages are mapped:
   // grown as the rows came (a copy at each doubling) and first touched by the plain steps (the
-  // page faults of 40 KB of taps a step), the taps' copy took a slot 100-150 us a step where it
-  // takes 4-8 us now, and the batch's pass waits for the last slot (8 streams of the grown
-  // Qwen3-1.7B pair; at 4 streams a slot was 7-9 ms late now and then, past the batch's wait,
-  // and the pass ran without it).
+  // page faults of 32 KB of taps a step on the 1.7B pair), the taps' copy took a slot 100-150
+  // us a step where it takes 4-8 us now, and the batch's pass waits for the last slot (8
+  // streams of the grown Qwen3-1.7B pair; at 4 streams a slot was 7-9 ms late now and then,
+  // past the batch's wait, and the pass ran without it).
   pending_taps_.resize(size_t(kMaxPendingRows + std::max(1, sp.block_size)) * size_t(draft.feature_dim()));
   pending_taps_.clear();
 }
