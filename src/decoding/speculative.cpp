@@ -214,7 +214,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   job.tokens = token_draft ? &dt : nullptr;
   job.logits = token_draft ? nullptr : dlogits.data();
   const double t0 = now_seconds();
-  if (batcher_) batcher_->draft(draft_, job, state_.get());
+  if (batcher_) batcher_->draft(draft_, job, *state_);
   else draft_.draft_batch({&job});
   // The plain steps' rows are the price of those steps, not of this block: kept out of the
   // controller's per-block draft cost (its catch-up), but counted in the request's draft time.

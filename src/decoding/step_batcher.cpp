@@ -91,9 +91,9 @@ bool StepBatcher::may_draft(double now) const {
   return now - std::max(drafts_.front()->arrived, last_pass_end_) >= wait_s();
 }
 
-void StepBatcher::draft(const Drafter& d, DraftJob& job, const SequenceState* slot) {
+void StepBatcher::draft(const Drafter& d, DraftJob& job, const SequenceState& slot) {
   PendingDraft p;
-  p.slot = slot;
+  p.slot = &slot;
   p.drafter = &d;
   p.job = &job;
   std::unique_lock<std::mutex> lk(mu_);
@@ -114,7 +114,7 @@ void StepBatcher::draft(const Drafter& d, DraftJob& job, const SequenceState* sl
     }
   }
   if (p.error) {
-    forget(slot);  // its block will not come
+    forget(&slot);  // its block will not come
     std::rethrow_exception(p.error);
   }
 }
@@ -127,7 +127,7 @@ void StepBatcher::run_drafts(std::unique_lock<std::mutex>& lk) {
   drafts_.swap(rest);
   for (Declared& d : declared_)
     for (const PendingDraft* m : members)
-      if (m->slot && m->slot == d.slot) d.drafted = true;
+      if (m->slot == d.slot) d.drafted = true;
   lk.unlock();
   std::vector<DraftJob*> jobs;
   std::vector<PendingDraft*> running;

@@ -75,7 +75,7 @@ class StepBatcher {
   // waited as long as a pass's waiters do. Throws dflash::Error when its own job cannot go
   // (the draft's context full: the others' pass runs without it), or what the pass threw.
   // slot: the slot's target state, whose declared block (decide()) this job drafts.
-  void draft(const Drafter& d, DraftJob& job, const SequenceState* slot = nullptr);
+  void draft(const Drafter& d, DraftJob& job, const SequenceState& slot);
   // A prefill chunk's length: `chunk` alone, at most prefill_budget beside other slots.
   int prefill_rows(int chunk) const;
   // A slot's block for the next pass (1: a plain row), chosen by `choose` from the price of
@@ -106,7 +106,7 @@ class StepBatcher {
     std::exception_ptr error;
   };
   struct PendingDraft {
-    const SequenceState* slot = nullptr;
+    const SequenceState* slot = nullptr;  // whose declared block (decide()) the job drafts
     const Drafter* drafter = nullptr;
     DraftJob* job = nullptr;
     double arrived = 0;
