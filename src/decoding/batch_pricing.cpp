@@ -13,11 +13,22 @@ constexpr size_t kGoodputPasses = 16;  // the goodput is measured over this many
 // of it: rows are priced neither free (which would draft blindly) nor at a whole pass each.
 constexpr double kPriorRowShare = 0.15;
 constexpr int kContextRowsMeasured = 16;
+// A count's weight for the reference (the most measured count) halves in about 70 passes.
+constexpr double kWeightDecay = 0.99;
 }  // namespace
 
 void BatchPricing::record_pass(int rows, double seconds, double end_time) {
   if (rows <= 0 || seconds <= 0) return;
-  ema_by_key(pass_s_, rows, seconds);  // row counts are bounded by slots x prefill budget
+  // The most measured count (by passes, recent ones weighing more) moves the level, its shape
+  // fixed; any other count's pass moves its shape, read at the level now. Moving both from
+  // every pass split the drift between the level and the common count's shape, and a rare
+  // count stayed priced at half of it.
+  for (auto& [count, w] : pass_weight_) w *= kWeightDecay;
+  pass_weight_[rows] += 1;
+  auto [it, fresh] = pass_shape_.emplace(rows, seconds / level_);  // counts: at most slots x prefill budget
+  if (!fresh && rows == reference_) level_ += kCostEma * (seconds / it->second - level_);
+  else if (!fresh) it->second += kCostEma * (seconds / level_ - it->second);
+  if (reference_ == 0 || pass_weight_[rows] > pass_weight_[reference_]) reference_ = rows;
   marks_.push_back(Mark{end_time, tokens_.load(std::memory_order_relaxed)});
   while (marks_.size() > kGoodputPasses + 1) marks_.pop_front();
 }
@@ -61,7 +72,7 @@ double seconds_by_rows(const std::map<int, double>& m, int rows) {
 }
 }  // namespace
 
-double BatchPricing::pass_seconds(int rows) const { return seconds_by_rows(pass_s_, rows); }
+double BatchPricing::pass_seconds(int rows) const { return seconds_by_rows(pass_shape_, rows) * level_; }
 double BatchPricing::draft_pass_seconds(int rows) const { return seconds_by_rows(draft_pass_s_, rows); }
 
 void BatchPricing::record_draft_pass(int rows, double seconds) {
@@ -82,15 +93,19 @@ void BatchPricing::record_context(int rows, double seconds) {
 }
 
 BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int draft_rows, int context_rows,
-                               double context_share) const {
+                               double context_share, int block_rows) const {
   BatchQuote q;
   q.active = active;
-  q.goodput = goodput();
   q.extra_s.assign(size_t(std::max(0, max_extra)) + 1, 0.0);
   const int R = std::max(1, others_rows);
   const double base = pass_seconds(R);
   q.pass_s = base;
   q.rows = R;
+  // The goodput a block must beat: the measured one, but never less than the same slots'
+  // plain rows would make in passes of their own (each row a token or a prompt row read).
+  q.goodput = goodput();
+  const int plain = std::max(1, R - std::max(0, block_rows));
+  if (q.goodput > 0 && pass_seconds(plain) > 0) q.goodput = std::max(q.goodput, plain / pass_seconds(plain));
   // A pass never gets cheaper with more rows: noise between neighbouring counts is clipped.
   double prev = 0;
   for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);
@@ -102,8 +117,10 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   // no share given, as a whole target row, so that the first probes beside others wait rather
   // than pay an unknown price.
   double row = context_row_s_;
-  if (row <= 0 && !pass_s_.empty() && pass_s_.rbegin()->first >= kContextRowsMeasured)
-    row = pass_s_.rbegin()->second / pass_s_.rbegin()->first * (context_share > 0 ? std::min(1.0, context_share) : 1.0);
+  if (row <= 0 && !pass_shape_.empty() && pass_shape_.rbegin()->first >= kContextRowsMeasured) {
+    const int widest = pass_shape_.rbegin()->first;
+    row = pass_seconds(widest) / widest * (context_share > 0 ? std::min(1.0, context_share) : 1.0);
+  }
   q.catch_up_s = row * std::max(0, context_rows);
   q.draft_s.assign(size_t(max_extra) + 2, 0.0);
   q.joining = draft_rows > 0;

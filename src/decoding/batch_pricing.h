@@ -31,7 +31,13 @@ namespace dflash {
 // The price of drafting for one slot, now.
 struct BatchQuote {
   int active = 1;               // slots generating
-  double goodput = 0;           // tokens/s of the whole batch over recent passes (0: not yet measured)
+  // Tokens/s of the whole batch over recent passes (0: not yet measured), but at least what
+  // the slots' plain rows make in passes of their own. Measured alone it fell as slots drafted
+  // (their blocks and draft passes slow every pass), so a block had less to beat the more
+  // others drafted: on the grown 1.7B pair at 8 streams, with 512-token answers, it went from
+  // 190 to 70 tok/s, blocks of 8 came to look worth it, and the run made 0.92-0.98x of plain.
+  // Beating the plain rows' goodput, every block raises the batch's above plain decoding's.
+  double goodput = 0;
   double pass_s = 0;            // seconds of a pass of the others' rows and one more
   int rows = 0;                 // those rows: the others' and this slot's plain row
   // What all slots' blocks measured, for a slot that has measured little itself: the
@@ -63,8 +69,9 @@ class BatchPricing {
   // context_rows: the slot's context rows waiting for the draft (priced in catch_up_s).
   // context_share: a context row's weights over a target row's (Drafter::context_row_bytes
   // over TargetModel::weight_bytes; 0: unknown), for the price before one is measured.
+  // block_rows: of others_rows, the extra rows (B - 1 each) of blocks other slots declared.
   BatchQuote quote(int active, int others_rows, int max_extra, int draft_rows = 0, int context_rows = 0,
-                   double context_share = 0) const;
+                   double context_share = 0, int block_rows = 0) const;
   // After a slot's block of B (same lock as the rest): draft tokens accepted and judged (the
   // accepted and the first rejected), and the draft's own compute.
   void record_block(int B, int accepted, int judged, double draft_s);
@@ -79,7 +86,16 @@ class BatchPricing {
   double goodput() const;  // tokens/s over the recent passes (0: fewer than two)
 
  private:
-  std::map<int, double> pass_s_;  // EMA of a pass's seconds by its row count
+  // A pass's seconds by its row count as a shape (EMA per count) times one level that the
+  // most measured count's passes move. The passes' seconds drift as the slots' contexts grow (each row reads its
+  // slot's cache): at 8 streams on the grown 1.7B pair a pass of 8 rows went from 36 to 58 ms
+  // over 512-token answers, while nearly every pass had 8 rows. An EMA per count alone kept
+  // the rare counts (8 rows and a verify block's) at the seconds of their last measurement,
+  // tens of seconds old: 7 rows beside 8 were priced at 19 ms where they then cost 35.
+  std::map<int, double> pass_shape_;
+  std::map<int, double> pass_weight_;  // passes by row count, decayed: picks the reference
+  int reference_ = 0;                  // the count whose passes move the level
+  double level_ = 1.0;
   struct Mark {
     double time;
     uint64_t tokens;

@@ -35,6 +35,7 @@ class SpecController {
   double batch_cost(int B) const;  // seconds a block adds to the batch: extra rows + draft
   double catch_up_share(int B) const;  // the share of the quote's catch-up one block of B pays
   int best_block_batched() const;
+  bool could_pay_batched() const;  // a block would pay beside others if the draft were always right
   int best_block_alone() const;
 
   int max_block_;

@@ -61,15 +61,15 @@ int StepBatcher::decide(const SequenceState& slot, int my_rows, int max_extra, i
   // keeping its block, the others priced every block beside the blocks of the latest pass
   // and drafted at every other step, the steps between plain); and this slot's plain row. A
   // block that joins blocks still to draft pays only its rows in their draft pass.
-  int others = stats_.last_rows - my_rows, draft_rows = 0;
+  int others = stats_.last_rows - my_rows, draft_rows = 0, block_rows = 0;
   for (const auto& [s, extra] : last_blocks_)
     if (s != &slot) others -= extra;
   for (const Declared& d : declared_) {
-    others += d.B - 1;
+    block_rows += d.B - 1;
     if (!d.drafted) draft_rows += d.B - 1;
   }
-  const BatchQuote q = pricing_.quote(active_, std::max(active_ - 1, others) + 1, max_extra, draft_rows, context_rows,
-                                      context_share);
+  const BatchQuote q = pricing_.quote(active_, std::max(active_ - 1, others) + 1 + block_rows, max_extra, draft_rows,
+                                      context_rows, context_share, block_rows);
   const int B = choose(q.batched() ? &q : nullptr);
   if (B > 1) declared_.push_back(Declared{&slot, B});
   return B;
