@@ -52,6 +52,13 @@ class SpeculativeGenerator : public Generator {
   int pending_block_n_ = 0;  // of them, the last block's accepted rows (the rest: plain steps')
   int last_rows_ = 1;  // rows this sequence put in its latest pass (the batch's quote needs the others')
   double flush_pending_context();  // returns the draft's own seconds for it
+  void drop_oldest_pending(int n);
+  // The draft's context rows mirror the target's positions up to a hole: draft rows
+  // [0, hole_at_) are target positions [0, hole_at_); gap_ target positions after them are
+  // missing (plain steps' rows dropped, drop_oldest_pending), and the rows after the hole
+  // follow on. gap_ 0: no hole, draft rows and pending rows mirror every target position.
+  int hole_at_ = 0;
+  int gap_ = 0;
   bool draft_on_ = true;
   double context_share_ = 0;  // a draft context row's weights over a target row's (quote's prior)
 };

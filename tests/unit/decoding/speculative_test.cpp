@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "models/dense/dense_model.h"
 #include "decoding/generator.h"
@@ -484,4 +487,52 @@ TEST(Speculative, PenaltiesHoldAgainstADraftThatIgnoresThem) {
   SpeculativeGenerator g(*f.model, d, 256, SpecParams{8, false});
   EXPECT_EQ(plain, run(g, f.prompt, gp));
   EXPECT_LT(g.stats().accepted, g.stats().drafted);
+}
+
+// A request that keeps speculation off for long keeps only its latest plain steps' rows for
+// the draft (kMaxPendingRows, 256): the older ones are dropped instead of fed, so the draft's
+// context gets a hole. Output stays plain decoding's, and a follow-up request on the same
+// slot keeps the target's whole cached prefix (the hole stays a hole).
+TEST(Speculative, RowsOfALongPlainStretchAreDroppedNotFedAndTheTargetKeepsItsPrefix) {
+  Fixture f;
+  GenerateParams gp;
+  gp.max_tokens = 700;
+  Generator plain_g(*f.model, 1024);
+  const auto plain = run(plain_g, f.prompt, gp);
+  struct Counting : ScriptedDrafter {
+    using ScriptedDrafter::ScriptedDrafter;
+    void add_context(SequenceState& state, const float* x, int n) const override {
+      fed += n;
+      ScriptedDrafter::add_context(state, x, n);
+    }
+    // A draft pass far dearer than the tiny target's step: after the first block finds
+    // nothing the next probe waits the longest (1024 steps), however loaded the machine.
+    void propose(SequenceState& state, int32_t first, int B, float* logits) const override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ScriptedDrafter::propose(state, first, B, logits);
+    }
+    mutable int fed = 0;
+  };
+  Counting useless(std::vector<int32_t>(1024, 0), 96, [](int) { return true; });
+  SpeculativeGenerator g(*f.model, useless, 1024, SpecParams{8, true});
+  EXPECT_EQ(plain, run(g, f.prompt, gp));
+  EXPECT_EQ(0, g.stats().accepted);
+  const int positions = int(f.prompt.size() + plain.size());
+  // Fed: the prompt and the first block's row; the 699 plain steps after it keep only their
+  // latest rows, never fed (before 2026-12-07 they were fed 256 at a time: all 706).
+  const int fed = useless.fed;
+  EXPECT_LT(fed, positions - 128) << "rows fed " << fed << " of " << positions;
+  auto follow = g.tokens();
+  follow.push_back(3);
+  follow.push_back(4);
+  GenerateParams gp2;
+  gp2.max_tokens = 40;
+  const auto second = run(g, follow, gp2);
+  EXPECT_EQ(run(plain_g, follow, gp2), second);
+  EXPECT_EQ(plain_g.cached_tokens(), g.cached_tokens()) << "the target's prefix is kept as plain decoding keeps it";
+  EXPECT_GT(g.cached_tokens(), 700);
+  Generator fresh(*f.model, 1024);
+  EXPECT_EQ(run(fresh, follow, gp2), second);
+  std::printf("rows fed to the draft: %d of %d positions; cached on follow-up: %d\n", fed, positions,
+              g.cached_tokens());
 }
