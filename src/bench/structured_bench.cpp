@@ -102,9 +102,12 @@ nlohmann::json run_structured_bench(const StructuredBenchOptions& o) {
   if (pair.draft) spec = std::make_unique<SpeculativeGenerator>(target, *pair.draft, 4096, SpecParams{pair.draft->config().block_size, true});
 
   nlohmann::json out{{"vocab", vocab}, {"table_build_ms", table_s * 1e3}, {"schema", o.schema}, {"modes", nlohmann::json::object()}};
-  std::printf("structured output: %s, vocabulary %d, token table built in %.0f ms\n", o.schema.c_str(), vocab, table_s * 1e3);
-  std::printf("%-12s %10s %12s %12s %12s %10s %10s\n", "decoding", "free ms/t", "cold ms/t", "warm ms/t",
-              "mask ms/t", "mask/step", "cold mask");
+  // With --json the table goes to stderr: stdout holds the JSON document alone.
+  FILE* tout = o.json ? stderr : stdout;
+  std::fprintf(tout, "structured output: %s, vocabulary %d, token table built in %.0f ms\n", o.schema.c_str(), vocab,
+               table_s * 1e3);
+  std::fprintf(tout, "%-12s %10s %12s %12s %12s %10s %10s\n", "decoding", "free ms/t", "cold ms/t", "warm ms/t",
+               "mask ms/t", "mask/step", "cold mask");
   for (Generator* g : {&plain, static_cast<Generator*>(spec.get())}) {
     if (!g) continue;
     const std::string mode = g == &plain ? "plain" : "speculative";
@@ -117,8 +120,8 @@ nlohmann::json run_structured_bench(const StructuredBenchOptions& o) {
     const Totals warm = run(*g, prompt, base, o.gen_tokens, make);
     const double share = free_run.ms_per_token() > 0 ? warm.mask_ms_per_token() / free_run.ms_per_token() : 0;
     const double cold_share = free_run.ms_per_token() > 0 ? cold.mask_ms_per_token() / free_run.ms_per_token() : 0;
-    std::printf("%-12s %10.3f %12.3f %12.3f %12.4f %9.2f%% %9.2f%%\n", mode.c_str(), free_run.ms_per_token(),
-                cold.ms_per_token(), warm.ms_per_token(), warm.mask_ms_per_token(), 100 * share, 100 * cold_share);
+    std::fprintf(tout, "%-12s %10.3f %12.3f %12.3f %12.4f %9.2f%% %9.2f%%\n", mode.c_str(), free_run.ms_per_token(),
+                 cold.ms_per_token(), warm.ms_per_token(), warm.mask_ms_per_token(), 100 * share, 100 * cold_share);
     out["modes"][mode] = {{"free_ms_per_token", free_run.ms_per_token()},
                           {"cold_ms_per_token", cold.ms_per_token()},
                           {"warm_ms_per_token", warm.ms_per_token()},
