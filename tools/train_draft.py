@@ -399,7 +399,7 @@ def main():
                    {"params": [p for n, p in named if p.dim() != 2], "weight_decay": 0.0, "mult": mult}]
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=a.lr, betas=(0.9, 0.95))
     amp = not a.no_amp
-    log, step, t_train = [], 0, time.time()
+    log, step = [], 0
 
     def progress():
         p = step / a.steps
