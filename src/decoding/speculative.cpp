@@ -191,7 +191,8 @@ bool SpeculativeGenerator::plain_step(std::vector<int32_t>& out) {
 // others on the grown 1.7B pair (2 cores) 65 ms for 256 rows, one slot after the other, which
 // made speculation 0.95-0.97x of plain decoding with 17-43 tokens drafted in 8 x 512. The
 // output never depends on the draft's context (speculation is lossless), only acceptance does,
-// and the rows nearest the next block are kept. A prompt's rows are still all fed.
+// and the rows nearest the next block are kept. A prompt of 256 rows or more is still fed as
+// it is read; a shorter one waits with the plain steps' rows and goes with them, oldest first.
 void SpeculativeGenerator::drop_oldest_pending(int n) {
   n = std::min(n, pending_n_);
   if (n <= 0) return;
