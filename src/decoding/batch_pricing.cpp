@@ -24,11 +24,11 @@ void BatchPricing::record_pass(int rows, double seconds, double end_time) {
   // every pass split the drift between the level and the common count's shape, and a rare
   // count stayed priced at half of it.
   for (auto& [count, w] : pass_weight_) w *= kWeightDecay;
-  pass_weight_[rows] += 1;
+  const double weight = pass_weight_[rows] += 1;
   auto [it, fresh] = pass_shape_.emplace(rows, seconds / level_);  // counts: at most slots x prefill budget
   if (!fresh && rows == reference_) level_ += kCostEma * (seconds / it->second - level_);
   else if (!fresh) it->second += kCostEma * (seconds / level_ - it->second);
-  if (reference_ == 0 || pass_weight_[rows] > pass_weight_[reference_]) reference_ = rows;
+  if (reference_ == 0 || weight > pass_weight_[reference_]) reference_ = rows;
   marks_.push_back(Mark{end_time, tokens_.load(std::memory_order_relaxed)});
   while (marks_.size() > kGoodputPasses + 1) marks_.pop_front();
 }
@@ -105,7 +105,8 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   // plain rows would make in passes of their own (each row a token or a prompt row read).
   q.goodput = goodput();
   const int plain = std::max(1, R - std::max(0, block_rows));
-  if (q.goodput > 0 && pass_seconds(plain) > 0) q.goodput = std::max(q.goodput, plain / pass_seconds(plain));
+  const double plain_s = pass_seconds(plain);
+  if (q.goodput > 0 && plain_s > 0) q.goodput = std::max(q.goodput, plain / plain_s);
   // A pass never gets cheaper with more rows: noise between neighbouring counts is clipped.
   double prev = 0;
   for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);

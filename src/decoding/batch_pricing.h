@@ -87,11 +87,12 @@ class BatchPricing {
 
  private:
   // A pass's seconds by its row count as a shape (EMA per count) times one level that the
-  // most measured count's passes move. The passes' seconds drift as the slots' contexts grow (each row reads its
-  // slot's cache): at 8 streams on the grown 1.7B pair a pass of 8 rows went from 36 to 58 ms
-  // over 512-token answers, while nearly every pass had 8 rows. An EMA per count alone kept
-  // the rare counts (8 rows and a verify block's) at the seconds of their last measurement,
-  // tens of seconds old: 7 rows beside 8 were priced at 19 ms where they then cost 35.
+  // most measured count's passes move. The passes' seconds drift as the slots' contexts grow
+  // (each row reads its slot's cache): at 8 streams on the grown 1.7B pair a pass of 8 rows
+  // went from 36 to 58 ms over 512-token answers, while nearly every pass had 8 rows. An EMA
+  // per count alone kept the rare counts (9 to 15 rows: 8 and a verify block's) at the seconds
+  // of their last measurement, tens of seconds old: 7 rows beside 8 were priced at 19 ms where
+  // they then cost 35.
   std::map<int, double> pass_shape_;
   std::map<int, double> pass_weight_;  // passes by row count, decayed: picks the reference
   int reference_ = 0;                  // the count whose passes move the level
