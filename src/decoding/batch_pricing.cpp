@@ -15,6 +15,12 @@ constexpr double kPriorRowShare = 0.15;
 constexpr int kContextRowsMeasured = 16;
 // A count's weight for the reference (the most measured count) halves in about 70 passes.
 constexpr double kWeightDecay = 0.99;
+// The most the probe account holds: a few probes' prices (at 8 streams a probe with a long
+// catch-up costs the batch 10-20 tokens), so that hours of drafting that paid do not fund a
+// burst of probes once the text changes.
+constexpr double kProbeCreditCap = 64;
+constexpr int kProbeBackoff = 5;  // the account earns kProbeBudget / 2^5 at the least
+constexpr int kProbeSettlePasses = 8;  // a probe not settled within this many passes is let go
 }  // namespace
 
 void BatchPricing::record_pass(int rows, double seconds, double end_time) {
@@ -29,7 +35,13 @@ void BatchPricing::record_pass(int rows, double seconds, double end_time) {
   if (!fresh && rows == reference_) level_ += kCostEma * (seconds / it->second - level_);
   else if (!fresh) it->second += kCostEma * (seconds / level_ - it->second);
   if (reference_ == 0 || weight > pass_weight_[reference_]) reference_ = rows;
-  marks_.push_back(Mark{end_time, tokens_.load(std::memory_order_relaxed)});
+  const uint64_t tokens = tokens_.load(std::memory_order_relaxed);
+  const uint64_t emitted = tokens - std::min(tokens, prompt_rows_.load(std::memory_order_relaxed));
+  credit_ = std::min(kProbeCreditCap,
+                     credit_ + kProbeBudget / double(1 << failed_probes_) * double(emitted - std::min(emitted, credited_)));
+  credited_ = std::max(credited_, emitted);
+  if (open_probe_passes_ > 0) --open_probe_passes_;
+  marks_.push_back(Mark{end_time, tokens});
   while (marks_.size() > kGoodputPasses + 1) marks_.pop_front();
 }
 
@@ -85,6 +97,23 @@ void BatchPricing::record_block(int B, int accepted, int judged, double draft_s)
   if (draft_s > 0) ema_by_key(draft_s_, B, draft_s);
 }
 
+void BatchPricing::claim_probe(double tokens) {
+  credit_ -= tokens;
+  open_probe_passes_ = kProbeSettlePasses;
+}
+
+void BatchPricing::settle_probe(const ProbeSettlement& s) {
+  if (s.claimed <= 0) return;
+  open_probe_passes_ = 0;
+  if (s.paid) {
+    credit_ += s.claimed;  // not an exploration's loss: the draft pays
+    failed_probes_ = 0;
+  } else {
+    credit_ += s.claimed - s.cost;  // what it really cost, not what it was priced at
+    failed_probes_ = std::min(kProbeBackoff, failed_probes_ + 1);
+  }
+}
+
 void BatchPricing::record_context(int rows, double seconds) {
   // Only catch-ups long enough to be bound by their rows, not by reading the weights once.
   if (rows < kContextRowsMeasured || seconds <= 0) return;
@@ -112,6 +141,7 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
   for (int e = 1; e <= max_extra; ++e) q.extra_s[size_t(e)] = prev = std::max(prev, pass_seconds(R + e) - base);
   q.accepted = accepted_;
   q.judged = judged_;
+  q.probe_credit = open_probe_passes_ > 0 ? 0.0 : credit_;
   // Before any catch-up was measured, a context row is priced as a row of the widest target
   // pass measured (a prefill chunk's) times the share of weights it goes through (the draft's
   // fc and k/v projections: about 1.2% of a target row's weights on the grown 4B pair); with
@@ -122,7 +152,8 @@ BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int d
     const int widest = pass_shape_.rbegin()->first;
     row = pass_seconds(widest) / widest * (context_share > 0 ? std::min(1.0, context_share) : 1.0);
   }
-  q.catch_up_s = row * std::max(0, context_rows);
+  q.context_rows = std::max(0, context_rows);
+  q.catch_up_s = row * q.context_rows;
   q.draft_s.assign(size_t(max_extra) + 2, 0.0);
   q.joining = draft_rows > 0;
   if (draft_pass_s_.empty()) {  // no draft pass measured by rows yet: the slots' blocks

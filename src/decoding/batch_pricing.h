@@ -28,6 +28,28 @@
 
 namespace dflash {
 
+// Share of decode time that probes which find nothing may cost (alone: each request's own;
+// beside others: the batch's tokens, one account for all slots). On a small target with a
+// long context a draft block plus a verify can cost 5 plain steps: probing every 32 steps
+// there made speculation 8% slower than plain decoding with nothing ever accepted.
+constexpr double kProbeBudget = 0.02;
+
+// A probe beside others feeds the draft only this many of the context rows it has waiting
+// (the newest; the older are dropped and the draft's context gets a hole, as after a long
+// plain stretch: SpeculativeGenerator::drop_oldest_pending). Its catch-up was most of its
+// price: on the weak grown 1.7B pair at 2 streams a probe fed 50-90 rows in 10-30 ms, and one
+// probe in a run of 128 tokens cost it 2-3%.
+constexpr int kProbeContextRows = 32;
+
+// A probe beside others, once judged: the tokens claimed from the batch's probe account,
+// what it cost the batch in tokens (seconds it added times the goodput, less the draft
+// tokens it got accepted), and whether a block like it pays.
+struct ProbeSettlement {
+  double claimed = 0;  // 0: the block was not a probe paid from the account
+  double cost = 0;
+  bool paid = false;
+};
+
 // The price of drafting for one slot, now.
 struct BatchQuote {
   int active = 1;               // slots generating
@@ -52,14 +74,24 @@ struct BatchQuote {
   // next block must pay first: their count at the measured seconds per context row (before
   // one is measured: a target prefill row's, times the context_share the slot gives).
   double catch_up_s = 0;
+  int context_rows = 0;  // those rows
   std::vector<double> extra_s;  // [e]: seconds e more rows add to a pass beside the others' rows
+  // Tokens the batch's probe account holds (BatchPricing::claim_probe): a slot probes beside
+  // others only when its probe's whole price fits; it writes that price in probe_claim.
+  double probe_credit = 0;
+  double probe_claim = 0;
   bool batched() const { return active > 1 && goodput > 0; }
 };
 
 class BatchPricing {
  public:
-  // Tokens emitted or prompt rows read by any slot (thread-safe).
-  void add_tokens(int n) { tokens_.fetch_add(uint64_t(n), std::memory_order_relaxed); }
+  // Tokens emitted or prompt rows read by any slot (thread-safe). Both count in the goodput;
+  // only emitted tokens earn the probe account (claim_probe): 8 prompts of 40 rows read in
+  // a few wide passes had funded 6 tokens of probes before a token was decoded.
+  void add_tokens(int n, bool prompt = false) {
+    tokens_.fetch_add(uint64_t(n), std::memory_order_relaxed);
+    if (prompt) prompt_rows_.fetch_add(uint64_t(n), std::memory_order_relaxed);
+  }
   // After each pass, one caller at a time: its rows, seconds, and the time it ended.
   void record_pass(int rows, double seconds, double end_time);
   // The price beside others_rows rows, for 0..max_extra more (one caller at a time with
@@ -75,6 +107,20 @@ class BatchPricing {
   // After a slot's block of B (same lock as the rest): draft tokens accepted and judged (the
   // accepted and the first rejected), and the draft's own compute.
   void record_block(int B, int accepted, int judged, double draft_s);
+  // Probes beside others are paid from one account for the whole batch, not from a timer per
+  // slot: it earns kProbeBudget of every token the batch emits (halved after each probe that
+  // did not pay, up to 5 times; back to whole after one that did), a probe's price is taken
+  // when it is chosen, and given back when it paid. A timer per slot let every slot probe on
+  // its own, each first probe priced with only a share of its catch-up; with requests of 128
+  // tokens (a fresh controller each) the weak grown 1.7B pair's probes at 2 streams cost the
+  // batch 3-4%: 0.96x of plain decoding in rounds that drafted under 15 tokens. One account
+  // also remembers across requests what probes found, where each request's controller starts
+  // afresh. One probe at a time: until it is settled (or a few passes went by without,
+  // as when its request ended first) the account lends no other, so the next is priced with
+  // what it measured (at a cold start the draft's cost is a prior, a fifth of a pass; 40 ms
+  // measured made the first probes of 8 slots at one step cost the batch 2.8% of 128 steps).
+  void claim_probe(double tokens);
+  void settle_probe(const ProbeSettlement& s);
   // After a draft pass: its blocks' rows (B - 1 each) and their seconds (context rows not counted).
   void record_draft_pass(int rows, double seconds);
   // After a draft pass with context rows: how many, and their seconds.
@@ -106,7 +152,12 @@ class BatchPricing {
   std::map<int, double> draft_s_;     // EMA by block size: a slot's share of its draft passes
   std::map<int, double> draft_pass_s_;  // EMA of a draft pass's block seconds by its block rows
   double context_row_s_ = 0;            // EMA of the seconds per context row, passes of many rows
+  double credit_ = 0;          // the probe account, in tokens of the batch
+  uint64_t credited_ = 0;      // tokens_ less prompt_rows_ when it was last credited
+  int failed_probes_ = 0;      // in a row: each halves what the account earns
+  int open_probe_passes_ = 0;  // > 0: a probe is out, not settled yet (passes left to wait)
   std::atomic<uint64_t> tokens_{0};
+  std::atomic<uint64_t> prompt_rows_{0};  // of tokens_, prompt rows read
 };
 
 }  // namespace dflash

@@ -71,7 +71,7 @@ void Generator::prefill() {
     a.logits_from = pos + n == n_prompt_ ? n - 1 : n;  // logits only for the prompt's last row
     a.logits = logits_.data();
     run_forward(a);
-    if (batcher_) batcher_->add_tokens(n);  // prompt rows read are the batch's work too (batch_pricing.h)
+    if (batcher_) batcher_->add_tokens(n, /*prompt=*/true);  // prompt rows read are the batch's work too (batch_pricing.h)
     pos += n;
     if (pos == stop && stop < n_prompt_) state_->keep_checkpoint();
   }

@@ -9,10 +9,11 @@ namespace dflash {
 
 namespace {
 constexpr int kProbeFirst = 32, kProbeMax = 1024;  // plain steps between probes when off
-// Share of decode time that probes which find nothing may cost. On a small target with a long
-// context a draft block plus a verify can cost 5 plain steps: probing every 32 steps there
-// made speculation 8% slower than plain decoding with nothing ever accepted.
-constexpr double kProbeBudget = 0.02;
+// The batch's evidence that informs a slot's first block: draft tokens judged (decayed) by
+// the batch's blocks. With less, a block the prior alone chose beside others is a probe. At 4
+// one lucky probe (3 of 3 accepted, twice) made the fresh slots beside it draft on its word:
+// the weak grown 1.7B pair's 4 streams drafted 161-171 tokens a round at 0.92-0.96x of plain.
+constexpr double kInformedJudged = 16;
 // A catch-up (the draft's context for the prompt and the plain steps so far) is paid once and
 // serves every block after it, so beside others a block pays a share of it: its expected
 // tokens over the tokens the request may still emit, up to this many (a later block that does
@@ -142,30 +143,51 @@ bool SpecController::could_pay_batched() const {
 }
 
 int SpecController::next_block(const BatchQuote* quote, int tokens_left) {
+  claim_ = 0;
   if (!adaptive_) return current_ = max_block_;
   tokens_left_ = std::max(1, tokens_left);
   batched_ = quote && quote->batched();
   if (batched_) quote_ = *quote;
   if (!batched_ && plain_s_ <= 0) return current_ = 1;  // measure a plain step first
   int best = batched_ ? best_block_batched() : best_block_alone();
+  probing_ = false;
+  if (batched_) return current_ = batched_probe(best);
   // Re-measure now and then: acceptance may have changed. A probe that does not pay makes the
   // next one wait twice as long, so probing never costs more than a few percent.
-  probing_ = false;
-  int every = probe_every_;
-  const int probe_B = std::min(max_block_, 4);
-  // Beside others even the first probe waits as long as its predicted price allows (every
-  // slot of the batch probes, and at 8 streams one probe can cost the batch 7 tokens).
-  if (batched_) {
-    const double price = quote_.goodput * (batch_cost(probe_B) + catch_up_share(probe_B));
-    every = std::max(every, int(std::min<double>(kProbeMax, std::ceil(price / kProbeBudget))));
-  }
-  if (best == 1 && ++plain_run_ >= every && (!batched_ || could_pay_batched())) {
+  if (best == 1 && ++plain_run_ >= probe_every_) {
     plain_run_ = 0;
     probing_ = true;
-    best = probe_B;
+    best = std::min(max_block_, 4);
   }
   if (best > 1) plain_run_ = 0;
   return current_ = best;
+}
+
+// Beside others a probe is paid from the batch's account (BatchPricing::claim_probe) at its
+// whole price: the seconds it adds to the batch, its catch-up whole (a probe that finds
+// nothing pays all of it; it feeds at most kProbeContextRows), times the goodput. A first block that only the prior chose (half
+// of the draft tokens accepted, worth two) is a probe too, unless the batch's blocks inform
+// it. And no probe where no block could pay even with every draft token accepted: at 8
+// streams on 2 cores a row of a block costs about a token of the batch (the grown 1.7B pair:
+// 5 ms a row past 8, 174 tok/s), and the slots' probes there, each with its catch-up, cost
+// 0.5 s a 26 s run.
+int SpecController::batched_probe(int best) {
+  const bool informed = blocks_ > 0 || quote_.judged >= kInformedJudged;
+  if (best > 1 && informed) {
+    plain_run_ = 0;
+    return best;
+  }
+  // A slot's own probes stay kProbeFirst plain steps apart, whatever the account holds: what
+  // it just measured stands for a while.
+  if (best == 1 && (++plain_run_ < kProbeFirst || !could_pay_batched())) return 1;
+  const int B = best > 1 ? best : std::min(max_block_, 4);
+  const double fed = quote_.context_rows > kProbeContextRows ? double(kProbeContextRows) / quote_.context_rows : 1.0;
+  const double price = quote_.goodput * (batch_cost(B) + quote_.catch_up_s * fed);
+  if (price > quote_.probe_credit) return 1;
+  probing_ = true;
+  claim_ = price;
+  plain_run_ = 0;
+  return B;
 }
 
 void SpecController::record_spec(int B, int accepted, double draft_s, double verify_s, double catch_up_s) {
@@ -173,11 +195,18 @@ void SpecController::record_spec(int B, int accepted, double draft_s, double ver
   if (!batched_) ema_by_key(verify_s_, B, verify_s);
   ema_by_key(draft_s_, B, draft_s);
   const double judged = judged_tokens(B, accepted);
+  ++blocks_;
   // Decay old evidence so the estimate follows the text (code vs prose accept differently).
   acc_ = acc_ * 0.95 + accepted;
   tried_ = tried_ * 0.95 + judged;
   const double G = quote_.goodput;
   const bool pays = batched_ ? expected_tokens(B) - 1.0 > G * batch_cost(B) : predicted_speedup(B) > 1.0;
+  settlement_ = ProbeSettlement{};
+  if (batched_ && probing_) {
+    settlement_.claimed = claim_;
+    settlement_.cost = std::max(0.0, G * (batch_cost(B) + catch_up_s) - accepted);
+    settlement_.paid = pays;
+  }
   if (probing_ && pays) probe_every_ = kProbeFirst;
   if (!pays) {
     // A step that did not pay cost `excess` plain steps more than one plain step would have,

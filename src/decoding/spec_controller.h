@@ -24,6 +24,10 @@ class SpecController {
   void record_spec(int B, int accepted, double draft_s, double verify_s, double catch_up_s = 0);
   // After a plain step (one target forward of one row).
   void record_plain(double forward_s);
+  // Beside others: the price of the probe next_block just chose, to be claimed from the
+  // batch's probe account (0: no probe), and, after record_spec, what that probe came to.
+  double probe_claim() const { return claim_; }
+  ProbeSettlement probe_settlement() const { return settlement_; }
 
   double alpha() const;  // estimated probability that a draft token is accepted given the previous were
   double predicted_speedup(int B) const;
@@ -37,6 +41,7 @@ class SpecController {
   int best_block_batched() const;
   bool could_pay_batched() const;  // a block would pay beside others if the draft were always right
   int best_block_alone() const;
+  int batched_probe(int best);  // beside others: a probe, or a block the prior alone chose, if the account pays it
 
   int max_block_;
   bool adaptive_;
@@ -47,13 +52,16 @@ class SpecController {
   // 32+ steps: on the grown 1.7B pair's code prompts the controller ran at 1.05x where every
   // step drafting B=5 ran at 1.43x; at two it ran at 1.58x (fixed B=5: 1.54x).
   double acc_ = 1.0, tried_ = 2;
-  int plain_run_ = 0;           // consecutive plain steps, for probing
+  int blocks_ = 0;              // this request's blocks: 0 while the prior is all it knows
+  int plain_run_ = 0;           // consecutive plain steps, for probing (alone)
   int probe_every_ = 32;        // doubles after each probe that does not pay, up to 1024
   bool probing_ = false;
   int current_ = 0;
   bool batched_ = false;  // the latest decision was priced by the batch (quote_)
   int tokens_left_ = 1 << 30;
   BatchQuote quote_;
+  double claim_ = 0;              // the latest decision's probe price (beside others)
+  ProbeSettlement settlement_;    // the latest block's, when it was a claimed probe
 };
 
 }  // namespace dflash

@@ -142,7 +142,7 @@ void SpeculativeGenerator::prefill_with_taps() {
     a.capture = taps_.data();
     run_forward(a);
     last_rows_ = n;
-    if (batcher_) batcher_->add_tokens(n);  // prompt rows read are the batch's work too (batch_pricing.h)
+    if (batcher_) batcher_->add_tokens(n, /*prompt=*/true);  // prompt rows read are the batch's work too (batch_pricing.h)
     // The prompt's taps wait with the plain steps' until the first block needs them: a request
     // that never drafts (beside other slots, often) never pays for the draft's context.
     pending_taps_.insert(pending_taps_.end(), taps_.begin(), taps_.end());
@@ -239,6 +239,9 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   // rows), then this block; beside other slots that draft now, one pass for all of them.
   // Only the sampled walk has a q; target-sample acceptance takes the greedy walk, as v1
   // drafts greedily there.
+  // A probe beside others feeds the draft only its newest context rows (kProbeContextRows).
+  if (controller_.probe_claim() > 0 && pending_n_ - pending_block_n_ > kProbeContextRows)
+    drop_oldest_pending(pending_n_ - std::max(kProbeContextRows, pending_block_n_));
   DraftJob job;
   job.state = draft_state_.get();
   job.context = pending_taps_.data();
@@ -379,7 +382,7 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   stats_.draft_s += t1 - t0;
   stats_.verify_s += t2 - t1;
   controller_.record_spec(B, accepted, own_s, t2 - t1, catch_up_s);
-  if (batcher_) batcher_->record_block(B, accepted, judged_tokens(B, accepted), own_s);
+  if (batcher_) batcher_->record_block(B, accepted, judged_tokens(B, accepted), own_s, controller_.probe_settlement());
 
   // Emitted token j was chosen from verify row j, the target's logits at its position
   // (bitwise those of plain decoding): its logprobs come from that row.
@@ -400,9 +403,10 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   // Never verify more than can be emitted or stored; tokens fed plainly (forced by a
   // constraint) go as a plain step.
   const int left = params_.max_tokens - n_generated_;
-  auto choose = [&](const BatchQuote* quote) {
+  auto choose = [&](BatchQuote* quote) {
     const int b = std::min({controller_.next_block(quote, left), left, state_->capacity() - state_->length(),
                             draft_state_->capacity() - draft_state_->length() - pending_n_});
+    if (quote) quote->probe_claim = controller_.probe_claim();  // the batcher takes it from the account
     return b <= 1 || pending_rows() != 1 ? 1 : b;
   };
   // Beside other slots a block is priced by what it costs the batch (batch_pricing.h), beside

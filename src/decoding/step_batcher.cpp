@@ -42,9 +42,10 @@ BatchStats StepBatcher::stats() const {
   return s;
 }
 
-void StepBatcher::record_block(int B, int accepted, int judged, double draft_s) {
+void StepBatcher::record_block(int B, int accepted, int judged, double draft_s, const ProbeSettlement& probe) {
   std::lock_guard<std::mutex> lk(mu_);
   pricing_.record_block(B, accepted, judged, draft_s);
+  pricing_.settle_probe(probe);
 }
 
 void StepBatcher::record_context(int rows, double seconds) {
@@ -53,7 +54,7 @@ void StepBatcher::record_context(int rows, double seconds) {
 }
 
 int StepBatcher::decide(const SequenceState& slot, int my_rows, int max_extra, int context_rows, double context_share,
-                        const std::function<int(const BatchQuote*)>& choose) {
+                        const std::function<int(BatchQuote*)>& choose) {
   std::lock_guard<std::mutex> lk(mu_);
   forget(&slot);
   // The others' rows in the next pass: as in the latest, but a slot that verified a block
@@ -68,10 +69,11 @@ int StepBatcher::decide(const SequenceState& slot, int my_rows, int max_extra, i
     block_rows += d.B - 1;
     if (!d.drafted) draft_rows += d.B - 1;
   }
-  const BatchQuote q = pricing_.quote(active_, std::max(active_ - 1, others) + 1 + block_rows, max_extra, draft_rows,
-                                      context_rows, context_share, block_rows);
+  BatchQuote q = pricing_.quote(active_, std::max(active_ - 1, others) + 1 + block_rows, max_extra, draft_rows,
+                                context_rows, context_share, block_rows);
   const int B = choose(q.batched() ? &q : nullptr);
   if (B > 1) declared_.push_back(Declared{&slot, B});
+  if (B > 1 && q.probe_claim > 0) pricing_.claim_probe(q.probe_claim);  // a probe, from the batch's account
   return B;
 }
 

@@ -89,10 +89,11 @@ class StepBatcher {
   // context_rows: its context rows waiting for the draft (BatchQuote::catch_up_s), and
   // context_share the prior for their price (BatchPricing::quote).
   int decide(const SequenceState& slot, int my_rows, int max_extra, int context_rows, double context_share,
-             const std::function<int(const BatchQuote*)>& choose);
-  void add_tokens(int n) { pricing_.add_tokens(n); }  // emitted, or prompt rows read
-  // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block).
-  void record_block(int B, int accepted, int judged, double draft_s);
+             const std::function<int(BatchQuote*)>& choose);
+  void add_tokens(int n, bool prompt = false) { pricing_.add_tokens(n, prompt); }  // emitted, or prompt rows read
+  // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block),
+  // and, if it was a probe paid from the batch's account, what it came to (settle_probe).
+  void record_block(int B, int accepted, int judged, double draft_s, const ProbeSettlement& probe = {});
   // A slot's catch-up outside a draft pass (its waiting context rows fed alone): rows, seconds.
   void record_context(int rows, double seconds);
 
