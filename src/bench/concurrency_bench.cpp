@@ -55,6 +55,12 @@ void measure_steady(const std::vector<std::vector<double>>& token_times, LevelRe
   r.steady_tokens = n;
 }
 
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / double(v.size());
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -132,6 +138,7 @@ nlohmann::json to_json(const LevelResult& r) {
   return {{"aggregate_tok_s", r.agg_tok_s()}, {"wall_s", r.wall_s}, {"tokens", r.tokens},
           {"steady_tok_s", r.steady_tok_s()}, {"steady_s", r.steady_s}, {"steady_tokens", r.steady_tokens},
           {"latency_p50_s", percentile(r.latency_s, 0.5)}, {"latency_max_s", percentile(r.latency_s, 1.0)},
+          {"latency_mean_s", mean(r.latency_s)},
           {"drafted", r.drafted}, {"accepted", r.accepted},
           {"accept_rate", r.drafted ? double(r.accepted) / double(r.drafted) : 0.0},
           {"passes", r.batch.passes}, {"sequences_per_pass", r.batch.passes ? double(r.batch.sequences) / double(r.batch.passes) : 0.0},
@@ -197,16 +204,21 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     // round 20% off the other's with identical passes) moves least.
     LevelResult plain, spec;
     double steady_best[2] = {0, 0};  // plain, speculative: the best round's all-decoding tok/s
-    std::vector<double> paired, paired_steady;
+    // paired_latency: each round's plain mean request latency over speculative's. The wall
+    // time of a closed batch is its slowest request's; where one slot drafts and finishes
+    // early, the others (slowed by its blocks) finish later and nobody takes the freed slot,
+    // while the mean latency (what the controller's goodput serves) falls.
+    std::vector<double> paired, paired_steady, paired_latency;
     std::vector<long> drafted_by_round;  // the speculative run's drafted tokens, round by round
     for (int round = 0; round < std::max(1, o.rounds); ++round) {
-      double wall[2] = {0, 0}, steady[2] = {0, 0};
+      double wall[2] = {0, 0}, steady[2] = {0, 0}, latency[2] = {0, 0};
       for (int k = 0; k < 2; ++k) {
         const bool spec_now = (k == 0) == (round % 2 == 1);
         if (spec_now && !draft) continue;
         LevelResult r = run_level(*pair.target, spec_now ? draft : nullptr, c, prompts, o, pair.stop_ids);
         wall[spec_now ? 1 : 0] = r.wall_s;
         steady[spec_now ? 1 : 0] = r.steady_tok_s();
+        latency[spec_now ? 1 : 0] = mean(r.latency_s);
         if (spec_now) drafted_by_round.push_back(r.drafted);
         steady_best[spec_now ? 1 : 0] = std::max(steady_best[spec_now ? 1 : 0], r.steady_tok_s());
         LevelResult& best = spec_now ? spec : plain;
@@ -214,6 +226,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
       }
       if (draft && wall[1] > 0) paired.push_back(wall[0] / wall[1]);  // the same tokens: speeds' ratio
       if (draft && steady[0] > 0 && steady[1] > 0) paired_steady.push_back(steady[1] / steady[0]);
+      if (draft && latency[1] > 0) paired_latency.push_back(latency[0] / latency[1]);
     }
     const double paired_median = percentile(paired, 0.5);
     if (c == o.levels.front()) {
@@ -229,6 +242,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
       row["dflash_over_plain_steady_paired"] = paired_steady;
       row["dflash_over_plain_steady_paired_median"] = percentile(paired_steady, 0.5);
       row["dflash_drafted_by_round"] = drafted_by_round;
+      row["plain_over_dflash_mean_latency_paired"] = paired_latency;
+      row["plain_over_dflash_mean_latency_paired_median"] = percentile(paired_latency, 0.5);
     }
     levels.push_back(row);
     if (o.json) continue;

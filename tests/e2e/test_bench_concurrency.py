@@ -36,8 +36,10 @@ def check_levels(doc, engines):
         for e in engines:
             m = lv.get(e, {})
             ok = (m.get("tokens") == c * GEN and m.get("aggregate_tok_s", 0) > 0 and math.isfinite(m["aggregate_tok_s"])
-                  and 0 < m.get("latency_p50_s", 0) <= m.get("latency_max_s", 0) <= m.get("wall_s", 0) * 1.001)
-            check(f"{c} streams, {e}: {c} x {GEN} tokens, tok/s > 0, p50 <= max <= wall", ok, json.dumps(m))
+                  and 0 < m.get("latency_p50_s", 0) <= m.get("latency_max_s", 0) <= m.get("wall_s", 0) * 1.001
+                  and 0 < m.get("latency_mean_s", 0) <= m.get("latency_max_s", 0))
+            check(f"{c} streams, {e}: {c} x {GEN} tokens, tok/s > 0, p50 <= max <= wall, 0 < mean <= max", ok,
+                  json.dumps(m))
             # The window while all streams decode: inside the wall time, fewer tokens than all
             # (each stream's first token comes before it), at least one per stream's later step.
             # One stream: from its first token to its last, so exactly GEN - 1 tokens. Several:
@@ -77,6 +79,12 @@ check("the all-decoding tok/s: each level's best round per mode, a paired ratio 
           and len(lv.get("dflash_over_plain_steady_paired", [])) <= doc["rounds"]  # rounds where both had a window
           and all(x > 0 for x in lv.get("dflash_over_plain_steady_paired", [0]))
           and lv.get("dflash_drafted_by_round") == [lv["dflash"]["drafted"]] * doc["rounds"]
+          for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
+check("the mean request latency: a paired plain/dflash ratio per round, its median among them",
+      all(len(lv.get("plain_over_dflash_mean_latency_paired", [])) == doc["rounds"]
+          and all(x > 0 and math.isfinite(x) for x in lv["plain_over_dflash_mean_latency_paired"])
+          and min(lv["plain_over_dflash_mean_latency_paired"]) <= lv.get("plain_over_dflash_mean_latency_paired_median", -1)
+          <= max(lv["plain_over_dflash_mean_latency_paired"])
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
 check("every speculative row drafted and counted what was accepted (0 <= accepted <= drafted, drafted > 0)",
       all(0 <= lv["dflash"]["accepted"] <= lv["dflash"]["drafted"] and lv["dflash"]["drafted"] > 0
