@@ -117,8 +117,9 @@ class BatchPricing {
   // also remembers across requests what probes found, where each request's controller starts
   // afresh. One probe at a time: until it is settled (or a few passes went by without,
   // as when its request ended first) the account lends no other, so the next is priced with
-  // what it measured (at a cold start the draft's cost is a prior, a fifth of a pass; 40 ms
-  // measured made the first probes of 8 slots at one step cost the batch 2.8% of 128 steps).
+  // what it measured (at a cold start the draft's cost is a prior, a fifth of a pass; in
+  // batch_pricing_test's simulation of 8 slots whose draft takes 40 ms, the first probes of
+  // all 8 at one step cost the batch 2.8% of 128 steps).
   void claim_probe(double tokens);
   void settle_probe(const ProbeSettlement& s);
   // After a draft pass: its blocks' rows (B - 1 each) and their seconds (context rows not counted).

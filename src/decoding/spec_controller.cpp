@@ -11,8 +11,10 @@ namespace {
 constexpr int kProbeFirst = 32, kProbeMax = 1024;  // plain steps between probes when off
 // The batch's evidence that informs a slot's first block: draft tokens judged (decayed) by
 // the batch's blocks. With less, a block the prior alone chose beside others is a probe. At 4
-// one lucky probe (3 of 3 accepted, twice) made the fresh slots beside it draft on its word:
-// the weak grown 1.7B pair's 4 streams drafted 161-171 tokens a round at 0.92-0.96x of plain.
+// (a block or two) the weak grown 1.7B pair's 4 streams drafted 161-171 tokens in two rounds of
+// six at 0.92x-0.96x of plain (`dflash bench --concurrency 1,2,4,8 --rounds 6`); we take it
+// (not traced) that the fresh slots drafted on the word of a probe or two that found the draft
+// right.
 constexpr double kInformedJudged = 16;
 // A catch-up (the draft's context for the prompt and the plain steps so far) is paid once and
 // serves every block after it, so beside others a block pays a share of it: its expected
@@ -165,9 +167,9 @@ int SpecController::next_block(const BatchQuote* quote, int tokens_left) {
 
 // Beside others a probe is paid from the batch's account (BatchPricing::claim_probe) at its
 // whole price: the seconds it adds to the batch, its catch-up whole (a probe that finds
-// nothing pays all of it; it feeds at most kProbeContextRows), times the goodput. A first block that only the prior chose (half
-// of the draft tokens accepted, worth two) is a probe too, unless the batch's blocks inform
-// it. And no probe where no block could pay even with every draft token accepted: at 8
+// nothing pays all of it; it feeds at most kProbeContextRows), times the goodput. A first
+// block that only the prior chose (half of the draft tokens accepted, worth two) is a probe
+// too, unless the batch's blocks inform it. And no probe where no block could pay even with every draft token accepted: at 8
 // streams on 2 cores a row of a block costs about a token of the batch (the grown 1.7B pair:
 // 5 ms a row past 8, 174 tok/s), and the slots' probes there, each with its catch-up, cost
 // 0.5 s a 26 s run.
