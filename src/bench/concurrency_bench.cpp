@@ -100,6 +100,7 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
         StepBatcher::Slot in_batch(&batcher);
         GenerateParams gp;
         gp.max_tokens = o.gen_tokens;
+        gp.horizon = o.gen_tokens;
         gp.stop_ids = stops;
         gp.ignore_eos = true;  // every request runs its full length: the streams overlap throughout
         Generator& g = *gens[size_t(s)];

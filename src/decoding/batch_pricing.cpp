@@ -21,6 +21,9 @@ constexpr double kWeightDecay = 0.99;
 constexpr double kProbeCreditCap = 64;
 constexpr int kProbeBackoff = 5;  // the account earns kProbeBudget / 2^5 at the least
 constexpr int kProbeSettlePasses = 8;  // a probe not settled within this many passes is let go
+// The goodput that prices a slot's tokens where its row costs the pass nothing measurable: no
+// block can pay, no probe is lent.
+constexpr double kPricelessGoodput = 1e12;
 }  // namespace
 
 void BatchPricing::record_pass(int rows, double seconds, double end_time) {
@@ -119,6 +122,15 @@ void BatchPricing::record_context(int rows, double seconds) {
   if (rows < kContextRowsMeasured || seconds <= 0) return;
   const double per_row = seconds / rows;
   context_row_s_ = context_row_s_ > 0 ? context_row_s_ + kCostEma * (per_row - context_row_s_) : per_row;
+}
+
+void BatchPricing::price_ahead(BatchQuote& q) const {
+  if (!q.batched() || q.rows < 2) return;
+  // The row's seconds from both sides of its count: a count below the smallest measured is
+  // priced at the smallest's seconds, so the step below alone would make the first row free.
+  const double row = 0.5 * (pass_seconds(q.rows + 1) - pass_seconds(q.rows - 1));
+  q.goodput = row > 1e-9 ? std::max(q.goodput, 1.0 / row) : kPricelessGoodput;
+  q.ahead = true;
 }
 
 BatchQuote BatchPricing::quote(int active, int others_rows, int max_extra, int draft_rows, int context_rows,

@@ -80,6 +80,9 @@ struct BatchQuote {
   // others only when its probe's whole price fits; it writes that price in probe_claim.
   double probe_credit = 0;
   double probe_claim = 0;
+  // Ahead of the laggard of a closed batch (BatchPricing::price_ahead): the goodput above is
+  // then what its row costs a pass per token.
+  bool ahead = false;
   bool batched() const { return active > 1 && goodput > 0; }
 };
 
@@ -126,6 +129,22 @@ class BatchPricing {
   void record_draft_pass(int rows, double seconds);
   // After a draft pass with context rows: how many, and their seconds.
   void record_context(int rows, double seconds);
+
+  // A slot ahead in a closed batch: nobody waits for a slot, so the batch's last pass is its
+  // laggard's (the request with the most tokens still to emit), and the goodput of a step is
+  // not what drafting buys. A slot more than a block ahead of the laggard saves, with each
+  // token it drafts, only its own row of passes the others still run: its tokens are priced
+  // at the seconds that row adds (about pass(R) - pass(R - 1)), and on CPU, where a pass is
+  // bound by the weights, no block beats that. Slots within a block of the laggard keep the
+  // batch's goodput: they draft in turns, the one behind catching up. Priced by the goodput
+  // alone, a slot with a good draft ran ahead and its blocks slowed the others, which then
+  // finished later than plain decoding: the grown Qwen3.5-4B pair at 4 streams drafted 284 and
+  // 333 tokens in two rounds at 0.98x and 0.96x of plain end to end (1.00x and 1.09x while all
+  // four decoded). The laggard's tokens priced at a whole pass each (it alone sets the end)
+  // let it draft where blocks did not pay once it had caught up: rounds drafting 169 and 200
+  // tokens there ran 0.93x and 0.91x while all decoded. A request waiting for a slot takes the
+  // one freed at once; the caller then does not call this (StepBatcher::decide).
+  void price_ahead(BatchQuote& q) const;
 
   // Seconds of a pass of `rows` rows: measured, interpolated or extrapolated (0: nothing yet).
   double pass_seconds(int rows) const;

@@ -35,6 +35,10 @@ struct GenerateParams {
   // constraint allows (token_constraint.h); it is advanced past every emitted and forced
   // token. Shared so that a request's segments (a think cap restarts generation) keep one.
   std::shared_ptr<TokenConstraint> constraint;
+  // The most tokens the request may still emit over all its segments, where its client set a
+  // bound (max_tokens); -1: none but the context's room, which says nothing of when it ends.
+  // Beside other slots drafting is priced by it (StepBatcher::decide, BatchPricing::price_ahead).
+  int horizon = -1;
 };
 
 struct Timings {

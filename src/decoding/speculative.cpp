@@ -411,8 +411,10 @@ bool SpeculativeGenerator::step(std::vector<int32_t>& out) {
   };
   // Beside other slots a block is priced by what it costs the batch (batch_pricing.h), beside
   // the blocks the others chose for the same pass.
+  const int horizon = params_.horizon >= 0 ? std::max(0, params_.horizon - n_generated_) : -1;
   const int B = batcher_ && sp_.adaptive ? batcher_->decide(*state_, last_rows_, sp_.block_size - 1,
-                                                            pending_n_ - pending_block_n_, context_share_, choose)
+                                                            pending_n_ - pending_block_n_, context_share_, horizon,
+                                                            choose)
                                          : choose(nullptr);
   if (B <= 1) return plain_step(out);
   return spec_step(B, out);

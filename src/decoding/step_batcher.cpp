@@ -22,6 +22,7 @@ void StepBatcher::leave() {
   --active_;
   if (active_ == 0) {  // nothing left to price beside
     declared_.clear();
+    horizons_.clear();
     last_blocks_.clear();
   }
   cv_.notify_all();  // the waiters may now be every active slot
@@ -53,8 +54,22 @@ void StepBatcher::record_context(int rows, double seconds) {
   pricing_.record_context(rows, seconds);
 }
 
+// A horizon older than this many passes is not the slot's any more: a slot decides before each
+// of its passes, and one that skipped a few is prefilling a new request or gone.
+constexpr uint64_t kHorizonPasses = 3;
+
+bool StepBatcher::ahead_of_laggard(const SequenceState& slot, int tokens_left, int block) {
+  std::erase_if(horizons_, [&](const Horizon& h) { return h.slot == &slot || h.pass + kHorizonPasses < stats_.passes; });
+  if (tokens_left < 0) return false;
+  horizons_.push_back(Horizon{&slot, tokens_left, stats_.passes});
+  if (int(horizons_.size()) < active_ || (queued_ && queued_() > 0)) return false;
+  int most = 0;
+  for (const Horizon& h : horizons_) most = std::max(most, h.left);
+  return most - tokens_left > block;
+}
+
 int StepBatcher::decide(const SequenceState& slot, int my_rows, int max_extra, int context_rows, double context_share,
-                        const std::function<int(BatchQuote*)>& choose) {
+                        int tokens_left, const std::function<int(BatchQuote*)>& choose) {
   std::lock_guard<std::mutex> lk(mu_);
   forget(&slot);
   // The others' rows in the next pass: as in the latest, but a slot that verified a block
@@ -71,6 +86,7 @@ int StepBatcher::decide(const SequenceState& slot, int my_rows, int max_extra, i
   }
   BatchQuote q = pricing_.quote(active_, std::max(active_ - 1, others) + 1 + block_rows, max_extra, draft_rows,
                                 context_rows, context_share, block_rows);
+  if (ahead_of_laggard(slot, tokens_left, max_extra + 1)) pricing_.price_ahead(q);
   const int B = choose(q.batched() ? &q : nullptr);
   if (B > 1) declared_.push_back(Declared{&slot, B});
   if (B > 1 && q.probe_claim > 0) pricing_.claim_probe(q.probe_claim);  // a probe, from the batch's account

@@ -88,8 +88,17 @@ class StepBatcher {
   // my_rows: the rows the slot put in the latest pass; max_extra: rows past a plain row;
   // context_rows: its context rows waiting for the draft (BatchQuote::catch_up_s), and
   // context_share the prior for their price (BatchPricing::quote).
+  // tokens_left: the most tokens the slot's request may still emit (-1: no bound the client
+  // set). While nobody waits for a slot (set_queued) and every active slot has said its own, a
+  // slot more than a block ahead of the batch's laggard is priced so (BatchPricing::price_ahead).
   int decide(const SequenceState& slot, int my_rows, int max_extra, int context_rows, double context_share,
-             const std::function<int(BatchQuote*)>& choose);
+             int tokens_left, const std::function<int(BatchQuote*)>& choose);
+  // How many requests wait for a slot (a server's queue); without it none ever do (a closed
+  // batch, as in `bench --concurrency`). Called under the batcher's lock: it must not call back.
+  void set_queued(std::function<int()> queued) {
+    std::lock_guard<std::mutex> lk(mu_);
+    queued_ = std::move(queued);
+  }
   void add_tokens(int n, bool prompt = false) { pricing_.add_tokens(n, prompt); }  // emitted, or prompt rows read
   // A slot's block: what it measured, shared with the other slots (BatchPricing::record_block),
   // and, if it was a probe paid from the batch's account, what it came to (settle_probe).
@@ -121,6 +130,17 @@ class StepBatcher {
     int B;
     bool drafted = false;
   };
+  // A slot's tokens left as it said at its latest decide(), and the pass count then: a slot
+  // that has not decided for a few passes (prefilling, gone) is not known.
+  struct Horizon {
+    const SequenceState* slot;
+    int left;
+    uint64_t pass;
+  };
+  // Whether `slot` (tokens_left of its own) is more than `block` tokens ahead of the laggard
+  // of a closed batch: false too when someone waits for a slot or not every active slot's
+  // horizon is known.  mu_ held.
+  bool ahead_of_laggard(const SequenceState& slot, int tokens_left, int block);
   void forget(const SequenceState* slot);  // mu_ held
   bool may_run(double now) const;    // mu_ held
   bool may_draft(double now) const;  // mu_ held
@@ -148,6 +168,8 @@ class StepBatcher {
   std::vector<Pending*> pending_;
   std::vector<PendingDraft*> drafts_;
   std::vector<Declared> declared_;
+  std::vector<Horizon> horizons_;
+  std::function<int()> queued_;
   // The blocks in the latest pass: their slots and rows past the plain row (B - 1).
   std::vector<std::pair<const SequenceState*, int>> last_blocks_;
   int active_ = 0, in_compute_ = 0;

@@ -166,6 +166,7 @@ void HttpServer::finish_job(Job& job, const ApiRequest& api, Engine& e) {
                    "invalid_request_error", param, "context_length_exceeded");
   const int room = e.ctx_size() - n;
   job.gen.max_tokens = std::min(api.max_tokens.value_or(room), room);
+  job.gen.max_tokens_given = api.max_tokens.has_value();
   job.gen.sampling = api.sampling;
   job.gen.stop = api.stop;
   job.gen.think_cap = api.think_cap.value_or(opt_.think_cap);

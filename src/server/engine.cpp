@@ -238,6 +238,7 @@ GenResult Engine::generate_in(const GenRequest& req, const DeltaSink& sink, Gene
     GenerateParams gp;
     gp.sampling = req.sampling;
     gp.max_tokens = cap.budget(used);
+    gp.horizon = req.max_tokens_given ? req.max_tokens - used : -1;
     gp.stop_ids = stop_ids_;
     gp.ignore_eos = req.ignore_eos;
     gp.chunk_size = opt_.chunk_size;

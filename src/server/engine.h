@@ -62,6 +62,7 @@ struct GenRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int max_tokens = 256;              // already clamped to the context
+  bool max_tokens_given = false;     // by the client (else the context's room): a known horizon
   std::vector<std::string> stop;
   bool chat = false;                 // split reasoning from the answer, apply the think cap
   int think_cap = 0;                 // 0: none
@@ -139,6 +140,11 @@ class Engine {
   GenResult generate(const GenRequest& req, const DeltaSink& sink);
   // Thread-safe, for shutdown: the running generation ends within a step, later ones at once.
   void shut_down();
+  // How many requests wait for a slot (the server's queue): while any do, a slot that finishes
+  // early is taken at once, and drafting is priced by the batch's goodput alone (batch_pricing.h).
+  void set_queued(std::function<int()> queued) {
+    if (batcher_) batcher_->set_queued(std::move(queued));
+  }
 
  private:
   EngineOptions opt_;

@@ -339,6 +339,7 @@ int HttpServer::run() {
                            {"parallel", e->parallel()},
                            {"load_s", s}});
       queue_.set_slots(e->parallel());
+      e->set_queued([this] { return queue_.waiting(); });
       engine_.store(e);
       if (stopping_) e->shut_down();
     } catch (const std::exception& ex) {

@@ -231,7 +231,7 @@ TEST(StepBatcher, SlotsDecidingAtOneStepArePricedBesideEachOthersBlocks) {
   };
   auto decide = [&](SequenceState& s, int my_rows, int B) {
     Seen seen;
-    EXPECT_EQ(B, batcher.decide(s, my_rows, 7, 0, 0, [&](const BatchQuote* q) {
+    EXPECT_EQ(B, batcher.decide(s, my_rows, 7, 0, 0, -1, [&](const BatchQuote* q) {
       EXPECT_NE(nullptr, q) << "two slots with a measured goodput: priced by the batch";
       if (q) seen = Seen{q->rows, q->joining};
       return B;
@@ -249,4 +249,54 @@ TEST(StepBatcher, SlotsDecidingAtOneStepArePricedBesideEachOthersBlocks) {
   EXPECT_EQ(2, decide(*b, 1, 1).rows) << "a's block went through: a counts as its plain row again";
   EXPECT_EQ(2, decide(*a, 8, 4).rows);
   EXPECT_EQ(5, decide(*b, 1, 1).rows) << "until it declares another block";
+}
+
+// While nobody waits for a slot and every active slot has said how many tokens its request may
+// still emit, a slot more than a block ahead of the batch's laggard is priced by the seconds
+// its row adds to a pass (BatchPricing::price_ahead); the others by the batch's goodput.
+TEST(StepBatcher, ASlotAheadOfTheLaggardIsPricedByWhatItsRowCosts) {
+  LoadOptions lo;
+  lo.backend = make_cpu_backend(2);
+  auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
+  StepBatcher batcher(*target);
+  auto a = target->new_state(kCtx), b = target->new_state(kCtx);
+  StepBatcher::Slot in_a(&batcher), in_b(&batcher);
+  const std::vector<int32_t> tokens(8, 1);
+  std::vector<float> logits_a(size_t(target->config().vocab)), logits_b(logits_a.size());
+  auto rows_of = [&](SequenceState& s, int n, std::vector<float>& logits) {
+    ForwardArgs f;
+    f.tokens = tokens.data();
+    f.n = n;
+    f.logits = logits.data();
+    batcher.add_tokens(1);
+    batcher.forward(s, f);
+  };
+  for (int i = 0; i < 3; ++i) {
+    std::thread tb([&] { rows_of(*b, i == 0 ? 3 : 1, logits_b); });  // 3 rows once: a row's price is measured
+    rows_of(*a, 1, logits_a);
+    tb.join();
+  }
+  auto decide = [&](SequenceState& s, int left) {
+    BatchQuote seen;
+    batcher.decide(s, 1, 7, 0, 0, left, [&](const BatchQuote* q) {
+      EXPECT_NE(nullptr, q);
+      if (q) seen = *q;
+      return 1;
+    });
+    return seen;
+  };
+  EXPECT_FALSE(decide(*a, 100).ahead) << "b's horizon is not known yet";
+  const BatchQuote lag = decide(*b, 120);
+  EXPECT_FALSE(lag.ahead) << "b, 20 tokens behind a, is the laggard";
+  const BatchQuote ahead = decide(*a, 100);
+  EXPECT_TRUE(ahead.ahead);
+  const double row = batcher.stats().row_s;
+  ASSERT_GT(row, 0.0);
+  EXPECT_GE(ahead.goodput, lag.goodput) << "a's tokens are worth no more to the batch than b's";
+  EXPECT_LT(ahead.goodput, 1e6 / row) << "priced (the rows either side of 2 were measured), not priceless";
+  EXPECT_FALSE(decide(*a, 115).ahead) << "within a block (8) of b: priced by the goodput";
+  EXPECT_FALSE(decide(*a, -1).ahead) << "no bound given: nothing known of when a ends";
+  EXPECT_TRUE(decide(*a, 100).ahead);
+  batcher.set_queued([] { return 1; });
+  EXPECT_FALSE(decide(*a, 100).ahead) << "a request waits for a slot: a's early end frees it for that one";
 }
