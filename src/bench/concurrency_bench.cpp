@@ -61,10 +61,15 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : sum / double(v.size());
 }
 
+// Linear between the two nearest ranks: of an even count the median is the mean of the middle
+// two. (Before 2026-12-07 the nearest rank, rounding up: of 8 rounds the 5th, the upper of the
+// middle two, which put every paired median of an even round count on its high side.)
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5))];
+  const double pos = std::clamp(q, 0.0, 1.0) * double(v.size() - 1);
+  const size_t lo = size_t(pos), hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
 // `streams` requests at once, request i on prompt i (mod the prompts), each in a slot of its

@@ -8,6 +8,7 @@ with --vs-llamacpp, and a level of 0, end with a message and a non-zero exit. Th
 themselves are not asserted (timings), only that they are measured."""
 import json
 import math
+import statistics
 import os
 import subprocess
 import tempfile
@@ -57,8 +58,9 @@ def check_levels(doc, engines):
 
 
 # --no-adaptive: every step drafts a full block, so every level's speculative row has drafts.
+# Two rounds: the median of an even count is the mean of the middle two (not the upper one).
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN),
-         "--threads", "2", "--json", "--no-adaptive"])
+         "--threads", "2", "--json", "--no-adaptive", "--rounds", "2"])
 check("bench --concurrency exits 0", r.returncode == 0, r.stderr[-2000:])
 doc = doc_of(r.stdout)
 check("a JSON document", doc.get("bench") == "concurrency", r.stdout[-1000:])
@@ -67,11 +69,12 @@ check_levels(doc, ["plain", "dflash"])
 def paired_ok(lv, rounds):
     p = lv.get("dflash_over_plain_paired", [])
     m = lv.get("dflash_over_plain_paired_median", 0)
-    return len(p) == rounds and all(x > 0 and math.isfinite(x) for x in p) and min(p) <= m <= max(p)
+    return (len(p) == rounds and all(x > 0 and math.isfinite(x) for x in p)
+            and math.isclose(m, statistics.median(p), rel_tol=1e-9))
 
 
-check("each level has one paired dflash/plain ratio per round (the document's rounds), their median among them",
-      doc.get("rounds", 0) >= 1 and all(paired_ok(lv, doc["rounds"]) for lv in doc.get("levels", [])),
+check("each level has one paired dflash/plain ratio per round (the document's 2 rounds), and their median",
+      doc.get("rounds", 0) == 2 and all(paired_ok(lv, doc["rounds"]) for lv in doc.get("levels", [])),
       json.dumps(doc.get("levels", []))[:800])
 check("the all-decoding tok/s: each level's best round per mode, a paired ratio per round, drafts per round",
       all(lv.get("plain_steady_tok_s_best", -1) >= lv["plain"]["steady_tok_s"] >= 0
@@ -80,11 +83,11 @@ check("the all-decoding tok/s: each level's best round per mode, a paired ratio 
           and all(x > 0 for x in lv.get("dflash_over_plain_steady_paired", [0]))
           and lv.get("dflash_drafted_by_round") == [lv["dflash"]["drafted"]] * doc["rounds"]
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
-check("the mean request latency: a paired plain/dflash ratio per round, its median among them",
+check("the mean request latency: a paired plain/dflash ratio per round, and their median",
       all(len(lv.get("plain_over_dflash_mean_latency_paired", [])) == doc["rounds"]
           and all(x > 0 and math.isfinite(x) for x in lv["plain_over_dflash_mean_latency_paired"])
-          and min(lv["plain_over_dflash_mean_latency_paired"]) <= lv.get("plain_over_dflash_mean_latency_paired_median", -1)
-          <= max(lv["plain_over_dflash_mean_latency_paired"])
+          and math.isclose(lv.get("plain_over_dflash_mean_latency_paired_median", -1),
+                           statistics.median(lv["plain_over_dflash_mean_latency_paired"]), rel_tol=1e-9)
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
 check("every speculative row drafted and counted what was accepted (0 <= accepted <= drafted, drafted > 0)",
       all(0 <= lv["dflash"]["accepted"] <= lv["dflash"]["drafted"] and lv["dflash"]["drafted"] > 0
