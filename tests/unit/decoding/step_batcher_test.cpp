@@ -6,6 +6,7 @@
 // its passes held more than one sequence on average, and so did its draft passes.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -196,33 +197,47 @@ TEST(StepBatcher, RowsThatCannotGoFailAloneAndTheOthersRun) {
   EXPECT_EQ(0, full->length());
 }
 
-// Slots that decide at the same step see each other's blocks (StepBatcher::decide): a slot is
-// priced beside the blocks declared before it for the next pass, and a block that went
-// through the latest pass counts as its slot's plain row again unless that slot declares
-// another. (Priced beside the latest pass as it was, four slots of a weak draft all chose
-// blocks of 8 at one step, and slots beside blocks drafted at every other step only.)
-TEST(StepBatcher, SlotsDecidingAtOneStepArePricedBesideEachOthersBlocks) {
-  LoadOptions lo;
-  lo.backend = make_cpu_backend(2);
-  auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
-  StepBatcher batcher(*target);
-  auto a = target->new_state(kCtx), b = target->new_state(kCtx);
-  StepBatcher::Slot in_a(&batcher), in_b(&batcher);
-  const std::vector<int32_t> tokens(8, 1);
-  std::vector<float> logits_a(size_t(target->config().vocab)), logits_b(logits_a.size());
-  auto rows_of = [&](SequenceState& s, int n, std::vector<float>& logits) {
+namespace {
+// Two slots a and b of the demo target in one batcher, for the tests of decide(): pass(na, nb)
+// runs na rows of a and nb of b in one pass (it runs once both wait).
+struct TwoSlots {
+  static LoadOptions cpu() {
+    LoadOptions lo;
+    lo.backend = make_cpu_backend(2);
+    return lo;
+  }
+  std::unique_ptr<TargetModel> target = TargetModel::load(kSrc + "/models/demo/target", cpu());
+  StepBatcher batcher{*target};
+  std::unique_ptr<SequenceState> a = target->new_state(kCtx), b = target->new_state(kCtx);
+  StepBatcher::Slot in_a{&batcher}, in_b{&batcher};
+  const std::vector<int32_t> tokens = std::vector<int32_t>(8, 1);
+  std::vector<float> logits_a = std::vector<float>(size_t(target->config().vocab)), logits_b = logits_a;
+  void rows_of(SequenceState& s, int n, std::vector<float>& logits) {
     ForwardArgs f;
     f.tokens = tokens.data();
     f.n = n;
     f.logits = logits.data();
     batcher.add_tokens(1);
     batcher.forward(s, f);
-  };
-  auto pass = [&](int na, int nb) {  // one pass of both slots' rows (it runs once both wait)
+  }
+  void pass(int na, int nb) {
     std::thread tb([&] { rows_of(*b, nb, logits_b); });
     rows_of(*a, na, logits_a);
     tb.join();
-  };
+  }
+};
+}  // namespace
+
+// Slots that decide at the same step see each other's blocks (StepBatcher::decide): a slot is
+// priced beside the blocks declared before it for the next pass, and a block that went
+// through the latest pass counts as its slot's plain row again unless that slot declares
+// another. (Priced beside the latest pass as it was, four slots of a weak draft all chose
+// blocks of 8 at one step, and slots beside blocks drafted at every other step only.)
+TEST(StepBatcher, SlotsDecidingAtOneStepArePricedBesideEachOthersBlocks) {
+  TwoSlots t;
+  StepBatcher& batcher = t.batcher;
+  SequenceState *a = t.a.get(), *b = t.b.get();
+  auto pass = [&](int na, int nb) { t.pass(na, nb); };
   for (int i = 0; i < 3; ++i) pass(1, 1);  // measured passes: a goodput, a price
   ASSERT_EQ(3u, batcher.stats().passes) << "both slots' rows went in one pass each time";
   struct Seen {
@@ -255,27 +270,10 @@ TEST(StepBatcher, SlotsDecidingAtOneStepArePricedBesideEachOthersBlocks) {
 // still emit, a slot more than a block ahead of the batch's laggard is priced by the seconds
 // its row adds to a pass (BatchPricing::price_ahead); the others by the batch's goodput.
 TEST(StepBatcher, ASlotAheadOfTheLaggardIsPricedByWhatItsRowCosts) {
-  LoadOptions lo;
-  lo.backend = make_cpu_backend(2);
-  auto target = TargetModel::load(kSrc + "/models/demo/target", lo);
-  StepBatcher batcher(*target);
-  auto a = target->new_state(kCtx), b = target->new_state(kCtx);
-  StepBatcher::Slot in_a(&batcher), in_b(&batcher);
-  const std::vector<int32_t> tokens(8, 1);
-  std::vector<float> logits_a(size_t(target->config().vocab)), logits_b(logits_a.size());
-  auto rows_of = [&](SequenceState& s, int n, std::vector<float>& logits) {
-    ForwardArgs f;
-    f.tokens = tokens.data();
-    f.n = n;
-    f.logits = logits.data();
-    batcher.add_tokens(1);
-    batcher.forward(s, f);
-  };
-  for (int i = 0; i < 3; ++i) {
-    std::thread tb([&] { rows_of(*b, i == 0 ? 3 : 1, logits_b); });  // 3 rows once: a row's price is measured
-    rows_of(*a, 1, logits_a);
-    tb.join();
-  }
+  TwoSlots t;
+  StepBatcher& batcher = t.batcher;
+  SequenceState *a = t.a.get(), *b = t.b.get();
+  for (int i = 0; i < 3; ++i) t.pass(1, i == 0 ? 3 : 1);  // 3 rows of b once: a row's price is measured
   auto decide = [&](SequenceState& s, int left) {
     BatchQuote seen;
     batcher.decide(s, 1, 7, 0, 0, left, [&](const BatchQuote* q) {
