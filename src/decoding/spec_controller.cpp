@@ -169,10 +169,10 @@ int SpecController::next_block(const BatchQuote* quote, int tokens_left) {
 // whole price: the seconds it adds to the batch, its catch-up whole (a probe that finds
 // nothing pays all of it; it feeds at most kProbeContextRows), times the goodput. A first
 // block that only the prior chose (half of the draft tokens accepted, worth two) is a probe
-// too, unless the batch's blocks inform it. And no probe where no block could pay even with every draft token accepted: at 8
-// streams on 2 cores a row of a block costs about a token of the batch (the grown 1.7B pair:
-// 5 ms a row past 8, 174 tok/s), and the slots' probes there, each with its catch-up, cost
-// 0.5 s a 26 s run.
+// too, unless the batch's blocks inform it. And no probe where no block could pay even with
+// every draft token accepted: at 8 streams on 2 cores a row of a block costs about a token of
+// the batch (the grown 1.7B pair: 5 ms a row past 8, 174 tok/s), and the slots' probes there,
+// each with its catch-up, cost 0.5 s a 26 s run.
 int SpecController::batched_probe(int best) {
   const bool informed = blocks_ > 0 || quote_.judged >= kInformedJudged;
   if (best > 1 && informed) {

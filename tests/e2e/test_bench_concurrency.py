@@ -8,8 +8,8 @@ with --vs-llamacpp, and a level of 0, end with a message and a non-zero exit. Th
 themselves are not asserted (timings), only that they are measured."""
 import json
 import math
-import statistics
 import os
+import statistics
 import subprocess
 import tempfile
 

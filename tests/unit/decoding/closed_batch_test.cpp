@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "decoding/batch_pricing.h"
@@ -106,14 +107,25 @@ TEST(ClosedBatch, ASlotAheadIsPricedByWhatItsRowAddsToAPass) {
   EXPECT_NEAR(1 / (0.5 * (p.pass_seconds(5) - p.pass_seconds(3))), ahead.goodput, 1e-6)
       << "a token of a slot ahead is worth the seconds its row adds: 1 ms";
   EXPECT_GT(ahead.goodput, 5 * q.goodput);
-  // Where a row costs a pass nothing measurable (flat passes), no block can pay.
+  // Where a row costs a pass nothing measurable (flat passes), no block can pay: the same
+  // quote not priced ahead lets a probe out (the account holds its price), priced ahead none.
   BatchPricing flat;
-  for (int rows : {3, 4, 5, 4, 4, 4}) flat.record_pass(rows, 0.05, now += 0.05), flat.add_tokens(4);
-  BatchQuote f = flat.quote(4, 4, 7);
-  ASSERT_TRUE(f.batched());
+  for (int i = 0; i < 60; ++i) {
+    flat.add_tokens(4);
+    flat.record_pass(3 + i % 3, 0.05, now += 0.05);
+  }
+  const BatchQuote tied = flat.quote(4, 4, 7);
+  ASSERT_TRUE(tied.batched());
+  BatchQuote f = tied;
   flat.price_ahead(f);
-  SpecController c(kBlock, true);
-  for (int i = 0; i < 200; ++i) EXPECT_EQ(1, c.next_block(&f)) << "no block and no probe at step " << i;
+  auto blocks_in = [](const BatchQuote& quote) {
+    SpecController c(kBlock, true);
+    int blocks = 0;
+    for (int i = 0; i < 200; ++i) blocks += c.next_block(&quote) > 1 ? 1 : 0;
+    return blocks;
+  };
+  EXPECT_GT(blocks_in(tied), 0) << "tied with the laggard, a slot probes";
+  EXPECT_EQ(0, blocks_in(f)) << "ahead of it, no block and no probe";
 }
 
 // One slot's draft is always right, the other three's never: priced by the goodput of a step,
@@ -128,6 +140,10 @@ TEST(ClosedBatch, ADraftThatRunsAheadDoesNotMakeTheBatchEndLater) {
   EXPECT_GT(goodput.seconds, 1.05 * plain) << "the loss this guards against: " << goodput.blocks << " blocks";
   EXPECT_LT(ahead.seconds, (1 + kProbeBudget + 0.01) * plain) << ahead.blocks << " blocks";
   EXPECT_LT(ahead.blocks, goodput.blocks);
+  // The figures docs/server.md quotes, for whoever runs this test.
+  std::printf("closed batch of 4, one good draft: by the goodput %.3fx of plain's time (%d blocks), "
+              "priced ahead %.3fx (%d blocks)\n", goodput.seconds / plain, goodput.blocks, ahead.seconds / plain,
+              ahead.blocks);
 }
 
 // Where every slot's draft is right, the slots stay tied, draft in turns, and the batch ends
