@@ -108,13 +108,12 @@ void BatchPricing::claim_probe(double tokens) {
 void BatchPricing::settle_probe(const ProbeSettlement& s) {
   if (s.claimed <= 0) return;
   open_probe_passes_ = 0;
-  if (s.paid) {
-    credit_ += s.claimed;  // not an exploration's loss: the draft pays
-    failed_probes_ = 0;
-  } else {
-    credit_ += s.claimed - s.cost;  // what it really cost, not what it was priced at
-    failed_probes_ = std::min(kProbeBackoff, failed_probes_ + 1);
-  }
+  // What it really cost, not what it was priced at (cost: the tokens it lost the batch, its
+  // accepted tokens already taken off), whether or not a block like it pays: until 2026-12-07
+  // a probe judged to pay on its updated estimate (3 of 3 accepted once) got its whole price
+  // back though it had lost tokens, and the account lent the next at once.
+  credit_ += s.claimed - s.cost;
+  failed_probes_ = s.paid ? 0 : std::min(kProbeBackoff, failed_probes_ + 1);
 }
 
 void BatchPricing::record_context(int rows, double seconds) {

@@ -113,7 +113,8 @@ class BatchPricing {
   // Probes beside others are paid from one account for the whole batch, not from a timer per
   // slot: it earns kProbeBudget of every token the batch emits (halved after each probe that
   // did not pay, up to 5 times; back to whole after one that did), a probe's price is taken
-  // when it is chosen, and given back when it paid. A timer per slot let every slot probe on
+  // when it is chosen, and it is settled at what it really cost, its accepted tokens taken
+  // off. A timer per slot let every slot probe on
   // its own, each first probe priced with only a share of its catch-up; with requests of 128
   // tokens (a fresh controller each) the weak grown 1.7B pair's probes at 2 streams cost the
   // batch 3-4%: 0.96x of plain decoding in rounds that drafted under 15 tokens. One account

@@ -309,6 +309,31 @@ TEST(BatchPricing, TheSlotsProbesShareOneBudgetOfTheBatch) {
   EXPECT_GT(std::set<int>(prober.begin(), prober.end()).size(), 1u) << "and not always through the same slot";
 }
 
+// A probe is settled at what it cost the batch (its accepted tokens taken off), whether or not a
+// block like it pays by the estimate it leaves: a probe that "paid" got its whole price back
+// before, though it had lost the batch tokens. Whether it paid sets only what the account earns.
+TEST(BatchPricing, AProbeIsSettledAtWhatItCostWhetherOrNotABlockLikeItPays) {
+  BatchPricing p;
+  double now = 0;
+  simulate(p, now, 50, 8, 8);  // 400 tokens: 8 tokens in the account
+  const double credit = p.quote(8, 8, 7).probe_credit;
+  ASSERT_NEAR(400 * kProbeBudget, credit, 1e-9);
+  p.claim_probe(5);
+  EXPECT_EQ(0.0, p.quote(8, 8, 7).probe_credit) << "one probe at a time";
+  p.settle_probe(ProbeSettlement{5, 2, true});
+  EXPECT_NEAR(credit - 2, p.quote(8, 8, 7).probe_credit, 1e-9) << "it paid by its estimate but lost 2 tokens";
+  p.claim_probe(5);
+  p.settle_probe(ProbeSettlement{5, 0, true});
+  EXPECT_NEAR(credit - 2, p.quote(8, 8, 7).probe_credit, 1e-9) << "its accepted tokens covered it";
+  simulate(p, now, 10, 8, 8);
+  EXPECT_NEAR(credit - 2 + 80 * kProbeBudget, p.quote(8, 8, 7).probe_credit, 1e-9) << "earning at the full rate";
+  p.claim_probe(5);
+  p.settle_probe(ProbeSettlement{5, 7, false});
+  EXPECT_NEAR(credit - 9 + 80 * kProbeBudget, p.quote(8, 8, 7).probe_credit, 1e-9) << "more than it was priced at";
+  simulate(p, now, 10, 8, 8);
+  EXPECT_NEAR(credit - 9 + 120 * kProbeBudget, p.quote(8, 8, 7).probe_credit, 1e-9) << "a probe that did not pay halves the rate";
+}
+
 // A probe beside others feeds the draft only its newest kProbeContextRows context rows, so its
 // price holds the catch-up of those alone: 400 rows waiting cost it what 32 do.
 TEST(BatchPricing, AProbeBesideOthersIsPricedForTheContextRowsItFeeds) {
