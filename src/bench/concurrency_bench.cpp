@@ -1,6 +1,7 @@
 #include "bench/concurrency_bench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -72,15 +73,55 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
+// A batcher's totals over one round: its passes since `before`.
+BatchStats since(const BatchStats& now, const BatchStats& before) {
+  BatchStats d = now;
+  d.passes -= before.passes;
+  d.rows -= before.rows;
+  d.sequences -= before.sequences;
+  d.pass_s -= before.pass_s;
+  d.draft_passes -= before.draft_passes;
+  d.draft_jobs -= before.draft_jobs;
+  d.draft_pass_s -= before.draft_pass_s;
+  return d;
+}
+
+// An interval for the median of the rounds' ratios that assumes nothing of their spread: the
+// k-th smallest and the k-th largest, k the largest rank for which the true median lies
+// between them with a chance of at least 90% (it lies below the k-th smallest of n when fewer
+// than k of n fair coins land heads): of 5 or 6 rounds the least and the most, of 8 the 2nd
+// and 7th (93%), of 10 the 2nd and 9th (98%; the 3rd and 8th hold 89%). Under 5 rounds no
+// interval reaches 90% (coverage 0). Where it holds 1.0 the rounds cannot tell speculation
+// from plain decoding on this machine; a single median moves by the noise of a few rounds.
+struct MedianInterval {
+  double low = 0, high = 0, coverage = 0;
+};
+MedianInterval median_interval(std::vector<double> v) {
+  MedianInterval m;
+  const int n = int(v.size());
+  if (n == 0 || n > 60) return m;  // 2^n in a double stays exact to 2^53; 60 rounds is far past --rounds' use
+  std::sort(v.begin(), v.end());
+  double below = 0, choose = 1;  // P(fewer than k heads), C(n, k - 1)
+  const double all = std::ldexp(1.0, n);
+  for (int k = 1; 2 * k <= n + 1; ++k) {
+    below += choose / all;
+    choose = choose * double(n - k + 1) / double(k);
+    const double coverage = 1 - 2 * below;
+    if (coverage < 0.90) break;
+    m = MedianInterval{v[size_t(k - 1)], v[size_t(n - k)], coverage};
+  }
+  return m;
+}
+
 // `streams` requests at once, request i on prompt i (mod the prompts), each in a slot of its
-// own, every pass batched; wall time from the first start to the last token.
-LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int streams,
+// own, every pass batched through `batcher`; wall time from the first start to the last token.
+LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int streams, StepBatcher& batcher,
                       const std::vector<std::vector<int32_t>>& prompts, const ConcurrencyBenchOptions& o,
                       const std::vector<int32_t>& stops) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int ctx = int(longest) + o.gen_tokens + 32;
-  StepBatcher batcher(target);
+  const BatchStats before = batcher.stats();
   std::vector<std::unique_ptr<Generator>> gens;
   for (int s = 0; s < streams; ++s) {
     if (draft) {
@@ -126,7 +167,7 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
     });
   for (auto& t : threads) t.join();
   r.wall_s = now_seconds() - t0;
-  r.batch = batcher.stats();
+  r.batch = since(batcher.stats(), before);
   for (const auto& e : errors)
     if (!e.empty()) throw Error("bench --concurrency: a request failed: " + e);
   measure_steady(token_times, r);
@@ -174,6 +215,22 @@ void print_steady_table(const nlohmann::json& levels, bool spec) {
   }
 }
 
+// Each level's paired median with its interval (median_interval): what the rounds can tell.
+void print_interval_table(const nlohmann::json& levels) {
+  std::printf("\ndflash/plain paired by round: the median and an interval that holds the true median with the "
+              "chance shown (order statistics)\n");
+  std::printf("%7s %9s %21s %7s %s\n", "streams", "median", "interval", "chance", "rounds");
+  for (const auto& lv : levels) {
+    const auto& in = lv.at("dflash_over_plain_paired_interval");
+    std::printf("%7d %8.3fx", lv.value("streams", 0), lv.value("dflash_over_plain_paired_median", 0.0));
+    if (in.value("coverage", 0.0) > 0)
+      std::printf("   %8.3fx - %7.3fx %6.1f%%", in.value("low", 0.0), in.value("high", 0.0), 100 * in.value("coverage", 0.0));
+    else
+      std::printf(" %21s %7s", "(under 5 rounds)", "-");
+    std::printf(" %zu\n", lv.at("dflash_over_plain_paired").size());
+  }
+}
+
 }  // namespace
 
 nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
@@ -209,6 +266,12 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     // own: the median of those is what a slow stretch of a few seconds (seen: one mode's best
     // round 20% off the other's with identical passes) moves least.
     LevelResult plain, spec;
+    // One batcher for each mode across the level's rounds, as a server keeps one for its life:
+    // the prices of passes and draft passes measured and the batch's probe account (what its
+    // probes found) carry from round to round, and only the first round starts cold. A fresh
+    // batcher each round (before 2026-12-07) priced every round's first probes from priors: at
+    // 8 streams on the grown 1.7B pair 3 rows past 8 at 3.7-4.8 ms, 12.4 ms once measured.
+    StepBatcher plain_batcher(*pair.target), spec_batcher(*pair.target);
     double steady_best[2] = {0, 0};  // plain, speculative: the best round's all-decoding tok/s
     // paired_latency: each round's plain mean request latency over speculative's. The wall
     // time of a closed batch is its slowest request's; where one slot drafts and finishes
@@ -221,7 +284,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
       for (int k = 0; k < 2; ++k) {
         const bool spec_now = (k == 0) == (round % 2 == 1);
         if (spec_now && !draft) continue;
-        LevelResult r = run_level(*pair.target, spec_now ? draft : nullptr, c, prompts, o, pair.stop_ids);
+        StepBatcher& batcher = spec_now ? spec_batcher : plain_batcher;
+        LevelResult r = run_level(*pair.target, spec_now ? draft : nullptr, c, batcher, prompts, o, pair.stop_ids);
         wall[spec_now ? 1 : 0] = r.wall_s;
         steady[spec_now ? 1 : 0] = r.steady_tok_s();
         latency[spec_now ? 1 : 0] = mean(r.latency_s);
@@ -244,6 +308,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
       row["dflash"] = to_json(spec);
       row["dflash_over_plain_paired"] = paired;  // per round, dflash tok/s over plain's
       row["dflash_over_plain_paired_median"] = paired_median;
+      const MedianInterval mi = median_interval(paired);
+      row["dflash_over_plain_paired_interval"] = {{"low", mi.low}, {"high", mi.high}, {"coverage", mi.coverage}};
       row["dflash_steady_tok_s_best"] = steady_best[1];
       row["dflash_over_plain_steady_paired"] = paired_steady;
       row["dflash_over_plain_steady_paired_median"] = percentile(paired_steady, 0.5);
@@ -266,6 +332,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     std::fflush(stdout);
   }
   if (!o.json && !levels.empty()) print_steady_table(levels, draft != nullptr);
+  if (!o.json && !levels.empty() && draft) print_interval_table(levels);
   nlohmann::json peer;
   if (o.vs_llamacpp) {
     // The same token ids for llama.cpp, through a temporary file.

@@ -58,7 +58,8 @@ def check_levels(doc, engines):
 
 
 # --no-adaptive: every step drafts a full block, so every level's speculative row has drafts.
-# Two rounds: the median of an even count is the mean of the middle two (not the upper one).
+# Two rounds: the median of an even count is the mean of the middle two (not the upper one),
+# and no interval of it reaches 90%.
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN),
          "--threads", "2", "--json", "--no-adaptive", "--rounds", "2"])
 check("bench --concurrency exits 0", r.returncode == 0, r.stderr[-2000:])
@@ -100,10 +101,32 @@ lv = (doc_of(r.stdout).get("levels") or [{}])[0].get("dflash", {})
 check("--block-sizes 3: every block drafts 2 tokens (drafted = 2 x draft passes > 0)",
       r.returncode == 0 and lv.get("draft_passes", 0) > 0 and lv.get("drafted") == 2 * lv.get("draft_passes"),
       json.dumps(lv) + r.stderr[-500:])
+check("2 rounds: no interval of the paired median reaches 90% (coverage 0)",
+      all(lv.get("dflash_over_plain_paired_interval", {}).get("coverage", -1) == 0 for lv in doc.get("levels", [])),
+      json.dumps(doc.get("levels", []))[:800])
+
+# Five rounds through one batcher per mode (a server's, warm after the first round): each
+# round's passes are counted alone, and the paired median gets an interval from the order
+# statistics: of 5 rounds the least and the most, holding the true median with a chance of
+# 1 - 2 / 2^5 (a fair coin's five tosses all alike).
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--gen-tokens", str(GEN),
-         "--threads", "2", "--json", "--rounds", "2"])
-check("--rounds 2: two paired ratios", r.returncode == 0 and paired_ok((doc_of(r.stdout).get("levels") or [{}])[0], 2),
-      r.stdout[-800:] + r.stderr[-500:])
+         "--threads", "2", "--json", "--rounds", "5"])
+lv = (doc_of(r.stdout).get("levels") or [{}])[0]
+check("--rounds 5: five paired ratios", r.returncode == 0 and paired_ok(lv, 5), r.stdout[-800:] + r.stderr[-500:])
+iv = lv.get("dflash_over_plain_paired_interval", {})
+p = sorted(lv.get("dflash_over_plain_paired", [0]))
+check("the paired median's interval: the least and the most of 5 rounds, a chance of 93.75%",
+      iv.get("low") == p[0] and iv.get("high") == p[-1] and math.isclose(iv.get("coverage", 0), 1 - 2 / 32), json.dumps(lv)[:800])
+# One plain stream: a pass for the prompt's chunk, then one a token after the first.
+check("a round's passes are its own (the batcher lives on across rounds): one plain stream's are a prompt chunk's "
+      f"and {GEN - 1} decode steps'", lv.get("plain", {}).get("passes") == GEN, json.dumps(lv.get("plain", {})))
+r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1,2", "--gen-tokens", str(GEN),
+         "--threads", "2", "--rounds", "5"])
+table = r.stdout.split("dflash/plain paired by round")[-1]
+check("the table of paired medians and their intervals: a row per level with its chance",
+      r.returncode == 0 and "paired by round" in r.stdout
+      and sum(1 for line in table.splitlines() if line.split()[:1] in (["1"], ["2"]) and "93.8%" in line) == 2,
+      r.stdout[-1500:])
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--block-sizes", "4,8"])
 check("--block-sizes with two values: exit != 0, one value wanted",
       r.returncode != 0 and "one --block-sizes value" in r.stderr, r.stderr[-500:])
