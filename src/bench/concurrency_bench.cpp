@@ -113,15 +113,14 @@ MedianInterval median_interval(std::vector<double> v) {
   return m;
 }
 
-// `streams` requests at once, request i on prompt i (mod the prompts), each in a slot of its
-// own, every pass batched through `batcher`; wall time from the first start to the last token.
-LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int streams, StepBatcher& batcher,
-                      const std::vector<std::vector<int32_t>>& prompts, const ConcurrencyBenchOptions& o,
-                      const std::vector<int32_t>& stops) {
+// A slot's generator for each of `streams` slots, batched through `batcher` (speculative with
+// `draft`), with room for the longest prompt and the tokens of a request.
+std::vector<std::unique_ptr<Generator>> make_slots(const TargetModel& target, const DFlashDraft* draft, int streams,
+                                                   StepBatcher& batcher, const std::vector<std::vector<int32_t>>& prompts,
+                                                   const ConcurrencyBenchOptions& o) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int ctx = int(longest) + o.gen_tokens + 32;
-  const BatchStats before = batcher.stats();
   std::vector<std::unique_ptr<Generator>> gens;
   for (int s = 0; s < streams; ++s) {
     if (draft) {
@@ -134,6 +133,16 @@ LevelResult run_level(const TargetModel& target, const DFlashDraft* draft, int s
     }
     gens.back()->set_batcher(&batcher);
   }
+  return gens;
+}
+
+// One request on each of the slots `gens` at once, request i on prompt i (mod the prompts),
+// every pass batched through `batcher`; wall time from the first start to the last token.
+LevelResult run_level(std::vector<std::unique_ptr<Generator>>& gens, StepBatcher& batcher,
+                      const std::vector<std::vector<int32_t>>& prompts, const ConcurrencyBenchOptions& o,
+                      const std::vector<int32_t>& stops) {
+  const int streams = int(gens.size());
+  const BatchStats before = batcher.stats();
   LevelResult r;
   r.latency_s.assign(size_t(streams), 0);
   std::vector<std::vector<double>> token_times(static_cast<size_t>(streams));
@@ -272,6 +281,11 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     // batcher each round (before 2026-12-07) priced every round's first probes from priors: at
     // 8 streams on the grown 1.7B pair 3 rows past 8 at 3.7-4.8 ms, 12.4 ms once measured.
     StepBatcher plain_batcher(*pair.target), spec_batcher(*pair.target);
+    // And one generator a slot across the rounds, as a server's slots keep theirs (the buffers
+    // a slot grows for its largest block: docs/server.md).
+    auto plain_slots = make_slots(*pair.target, nullptr, c, plain_batcher, prompts, o);
+    auto spec_slots = draft ? make_slots(*pair.target, draft, c, spec_batcher, prompts, o)
+                            : std::vector<std::unique_ptr<Generator>>{};
     double steady_best[2] = {0, 0};  // plain, speculative: the best round's all-decoding tok/s
     // paired_latency: each round's plain mean request latency over speculative's. The wall
     // time of a closed batch is its slowest request's; where one slot drafts and finishes
@@ -284,8 +298,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
       for (int k = 0; k < 2; ++k) {
         const bool spec_now = (k == 0) == (round % 2 == 1);
         if (spec_now && !draft) continue;
-        StepBatcher& batcher = spec_now ? spec_batcher : plain_batcher;
-        LevelResult r = run_level(*pair.target, spec_now ? draft : nullptr, c, batcher, prompts, o, pair.stop_ids);
+        LevelResult r = run_level(spec_now ? spec_slots : plain_slots, spec_now ? spec_batcher : plain_batcher,
+                                  prompts, o, pair.stop_ids);
         wall[spec_now ? 1 : 0] = r.wall_s;
         steady[spec_now ? 1 : 0] = r.steady_tok_s();
         latency[spec_now ? 1 : 0] = mean(r.latency_s);

@@ -232,7 +232,8 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
   auto draft_uniform = [&](int j) {
     return counter_uniform(sampler_.params().seed ^ kDraftStream, uint64_t(n_generated_ + j));
   };
-  std::vector<float> dlogits(token_draft ? 0 : size_t(B - 1) * V);
+  draft_logits_.resize(token_draft ? 0 : size_t(B - 1) * V);  // every row is written by the draft
+  std::vector<float>& dlogits = draft_logits_;
   std::vector<double> u(size_t(B - 1));
   for (int j = 1; j < B; ++j) u[size_t(j - 1)] = draft_uniform(j);
   // The draft's pass: the context rows waiting (plain steps' taps, the last block's accepted
@@ -313,13 +314,14 @@ bool SpeculativeGenerator::spec_step(int B, std::vector<int32_t>& out) {
     }
   };
 
-  std::vector<float> vlogits(size_t(B) * V);
+  verify_logits_.resize(size_t(B) * V);  // every row is written by the verify pass
+  const std::vector<float>& vlogits = verify_logits_;
   taps_.resize(size_t(B) * F);
   ForwardArgs a;
   a.tokens = block.data();
   a.n = B;
   a.logits_from = 0;
-  a.logits = vlogits.data();
+  a.logits = verify_logits_.data();
   a.capture_layers = &draft_.target_layers();
   a.capture = taps_.data();
   a.rollback_rows = true;  // the rows past the accepted prefix are rolled back below
