@@ -99,7 +99,7 @@ struct MedianInterval {
 MedianInterval median_interval(std::vector<double> v) {
   MedianInterval m;
   const int n = int(v.size());
-  if (n == 0 || n > 60) return m;  // 2^n in a double stays exact to 2^53; 60 rounds is far past --rounds' use
+  if (n == 0) return m;
   std::sort(v.begin(), v.end());
   double below = 0, choose = 1;  // P(fewer than k heads), C(n, k - 1)
   const double all = std::ldexp(1.0, n);

@@ -46,9 +46,9 @@ class SpeculativeGenerator : public Generator {
   // A block's draft logits ([B - 1][vocab]) and verify logits ([B][vocab]), kept across blocks
   // (grown to the largest block drafted). Made afresh for each block they were allocated and
   // zero-filled first (4.2 and 4.9 MB at B = 8 on a vocab of 152k) by the slot's thread, while
-  // the batch's next pass waited for its rows: the host time of a block outside the draft and
-  // verify passes was 399 us at B = 4 on the grown 1.7B pair against 76 us now (a plain step's:
-  // 40 us). The first block at a new largest size still pays its pages (9-14 ms at B = 8 there),
+  // the batch's next pass waited for its rows: in a temporary trace (2026-12-07, not kept) the
+  // host time of a block outside the draft and verify passes was 399 us at B = 4 on the grown
+  // 1.7B pair against 76 us now (a plain step's: 40 us). The first block at a new largest size still pays its pages (9-14 ms at B = 8 there),
   // once in a slot's life.
   std::vector<float> draft_logits_, verify_logits_;
   // Taps not yet fed to the draft: while the controller keeps speculation off, feeding plain
