@@ -190,6 +190,12 @@ LevelResult run_level(std::vector<std::unique_ptr<Generator>>& gens, StepBatcher
   return r;
 }
 
+// One run of a round: its time and its work (rows of the target's passes, prompt and decode).
+nlohmann::json round_json(const LevelResult& r) {
+  return {{"wall_s", r.wall_s}, {"tokens", r.tokens}, {"passes", r.batch.passes}, {"rows", r.batch.rows},
+          {"draft_passes", r.batch.draft_passes}, {"drafted", r.drafted}, {"accepted", r.accepted}};
+}
+
 nlohmann::json to_json(const LevelResult& r) {
   return {{"aggregate_tok_s", r.agg_tok_s()}, {"wall_s", r.wall_s}, {"tokens", r.tokens},
           {"steady_tok_s", r.steady_tok_s()}, {"steady_s", r.steady_s}, {"steady_tokens", r.steady_tokens},
@@ -293,8 +299,13 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     // while the mean latency (what the controller's goodput serves) falls.
     std::vector<double> paired, paired_steady, paired_latency;
     std::vector<long> drafted_by_round;  // the speculative run's drafted tokens, round by round
+    // Each round's two runs, their work beside their time: where the speculative run drafted
+    // nothing, it read the same prompt and decode rows as the plain run (only how they fell
+    // into passes can differ, with the threads' timing), so its ratio is the machine's noise.
+    nlohmann::json by_round = nlohmann::json::array();
     for (int round = 0; round < std::max(1, o.rounds); ++round) {
       double wall[2] = {0, 0}, steady[2] = {0, 0}, latency[2] = {0, 0};
+      nlohmann::json this_round = nlohmann::json::object();
       for (int k = 0; k < 2; ++k) {
         const bool spec_now = (k == 0) == (round % 2 == 1);
         if (spec_now && !draft) continue;
@@ -304,6 +315,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
         steady[spec_now ? 1 : 0] = r.steady_tok_s();
         latency[spec_now ? 1 : 0] = mean(r.latency_s);
         if (spec_now) drafted_by_round.push_back(r.drafted);
+        this_round[spec_now ? "dflash" : "plain"] = round_json(r);
         steady_best[spec_now ? 1 : 0] = std::max(steady_best[spec_now ? 1 : 0], r.steady_tok_s());
         LevelResult& best = spec_now ? spec : plain;
         if (r.wall_s < best.wall_s) best = r;
@@ -311,13 +323,16 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
       if (draft && wall[1] > 0) paired.push_back(wall[0] / wall[1]);  // the same tokens: speeds' ratio
       if (draft && steady[0] > 0 && steady[1] > 0) paired_steady.push_back(steady[1] / steady[0]);
       if (draft && latency[1] > 0) paired_latency.push_back(latency[0] / latency[1]);
+      this_round["first"] = (round % 2 == 1 && draft) ? "dflash" : "plain";
+      by_round.push_back(this_round);
     }
     const double paired_median = percentile(paired, 0.5);
     if (c == o.levels.front()) {
       plain1 = plain.agg_tok_s();
       spec1 = draft ? spec.agg_tok_s() : 0;
     }
-    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}, {"plain_steady_tok_s_best", steady_best[0]}};
+    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}, {"plain_steady_tok_s_best", steady_best[0]},
+                       {"by_round", by_round}};
     if (draft) {
       row["dflash"] = to_json(spec);
       row["dflash_over_plain_paired"] = paired;  // per round, dflash tok/s over plain's

@@ -120,6 +120,18 @@ check("the paired median's interval: the least and the most of 5 rounds, a chanc
 # One plain stream: a pass for the prompt's chunk, then one a token after the first.
 check("a round's passes are its own (the batcher lives on across rounds): one plain stream's are a prompt chunk's "
       f"and {GEN - 1} decode steps'", lv.get("plain", {}).get("passes") == GEN, json.dumps(lv.get("plain", {})))
+rounds = lv.get("by_round", [])
+# The slot keeps its state across rounds as a server's does, so from the second round on the
+# same prompt is a prefix it holds: its prefill is the last prompt row alone.
+check("by_round: each of the 5 rounds' two runs, plain first in even rounds; each plain run a prompt chunk's pass and "
+      f"{GEN - 1} decode steps', its rows the prompt's and {GEN - 1} in the first round, then 1 and {GEN - 1} "
+      "(the prompt a prefix the slot kept); each run's tokens " + str(GEN),
+      len(rounds) == 5 and [x.get("first") for x in rounds] == ["plain", "dflash"] * 2 + ["plain"]
+      and rounds[0]["plain"]["rows"] > GEN
+      and all(x["plain"]["passes"] == GEN and x["plain"]["draft_passes"] == 0 and x["plain"]["drafted"] == 0
+              and (i == 0 or x["plain"]["rows"] == GEN) and x["plain"]["tokens"] == GEN
+              and x["dflash"]["tokens"] == GEN and 0 <= x["dflash"]["accepted"] <= x["dflash"]["drafted"]
+              for i, x in enumerate(rounds)), json.dumps(rounds)[:1500])
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1,2", "--gen-tokens", str(GEN),
          "--threads", "2", "--rounds", "5"])
 table = r.stdout.split("dflash/plain paired by round")[-1]
