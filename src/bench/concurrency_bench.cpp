@@ -15,6 +15,7 @@
 #include "decoding/step_batcher.h"
 #include "formats/gguf.h"
 #include "formats/json_file.h"
+#include "models/kv_cache.h"
 #include "models/model_files.h"
 #include "models/model_pair.h"
 #include "util/error.h"
@@ -250,7 +251,7 @@ void print_interval_table(const nlohmann::json& levels) {
 
 nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   const std::string dir = resolve_model_dir(o.model);
-  ModelPair pair = load_bench_pair(dir, o.draft, o.weights, o.threads);
+  ModelPair pair = load_bench_pair(dir, o.draft, o.weights, o.threads, parse_kv_type(o.cache_type));
   if (!pair.tokenizer) throw file_error(dir, "missing tokenizer.json (the bench tokenizes its prompts)");
   const std::string pf = o.prompts_file.empty() ? dir + "/../bench_prompts.json" : o.prompts_file;
   const auto pj = read_json_file(pf);
@@ -266,9 +267,10 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   nlohmann::json levels = nlohmann::json::array();
   double plain1 = 0, spec1 = 0;
   if (!o.json) {
-    std::printf("concurrency: %s%s%s, %d tokens per request, %d threads, greedy, best of %d round(s); paired: the "
-                "median of the rounds' dflash/plain\n",
-                dir.c_str(), draft ? " + " : "", draft ? o.draft.c_str() : "", o.gen_tokens, pair.backend->threads(), o.rounds);
+    std::printf("concurrency: %s%s%s, %d tokens per request, %d threads, %s KV cache, greedy, best of %d round(s); "
+                "paired: the median of the rounds' dflash/plain\n",
+                dir.c_str(), draft ? " + " : "", draft ? o.draft.c_str() : "", o.gen_tokens, pair.backend->threads(),
+                o.cache_type.c_str(), o.rounds);
     std::printf("%7s %12s %8s %12s %8s %9s %9s %8s %17s %17s\n", "streams", "plain tok/s", "vs 1", "dflash tok/s",
                 "vs 1", "dflash/", "(paired)", "accept", "plain p50/max s", "dflash p50/max s");
   }
@@ -399,7 +401,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     }
   }
   nlohmann::json doc{{"bench", "concurrency"}, {"model", dir}, {"draft", o.draft}, {"weights", o.weights},
-                     {"gen_tokens", o.gen_tokens}, {"threads", pair.backend->threads()},
+                     {"gen_tokens", o.gen_tokens}, {"threads", pair.backend->threads()}, {"cache_type", o.cache_type},
                      {"rounds", std::max(1, o.rounds)}, {"levels", levels}};
   if (!peer.is_null()) doc["llamacpp"] = peer;
   if (o.json) std::printf("%s\n", doc.dump(2).c_str());

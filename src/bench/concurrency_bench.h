@@ -11,6 +11,9 @@ namespace dflash::bench {
 
 struct ConcurrencyBenchOptions {
   std::string model, draft, prompts_file, weights = "bf16";
+  // The target's KV cache for every slot, as `dflash serve --cache-type` (default f32, the
+  // server's). llama.cpp's own default is f16: with --vs-llamacpp, f16 compares like with like.
+  std::string cache_type = "f32";
   std::vector<int> levels{1, 2, 4, 8};
   int threads = 0, gen_tokens = 64, block_size = 0, rounds = 1;
   bool adaptive = true, json = false;

@@ -268,8 +268,10 @@ BenchRow bench_one(const std::string& label, const TargetModel& m, int prompt_to
   return r;
 }
 
-ModelPair load_bench_pair(const std::string& model, const std::string& draft, const std::string& weights, int threads) {
+ModelPair load_bench_pair(const std::string& model, const std::string& draft, const std::string& weights, int threads,
+                          WType cache_type) {
   PairOptions po;
+  po.cache_type = cache_type;
   po.model = resolve_model_dir(model);
   po.draft = draft;
   po.weights = parse_weights_option(weights);

@@ -27,7 +27,9 @@ double kv_bytes_per_position(const TargetModel& m);
 
 // A model folder or GGUF (resolved as the commands resolve --model) and its draft (may be
 // empty), every page read at load so the first timed step does not pay for it.
-ModelPair load_bench_pair(const std::string& model, const std::string& draft, const std::string& weights, int threads);
+// cache_type: the target's KV cache (the server's default f32; `--cache-type` there).
+ModelPair load_bench_pair(const std::string& model, const std::string& draft, const std::string& weights, int threads,
+                          WType cache_type = WType::F32);
 
 // Batch sizes of the verification cost curve (forward of K tokens).
 inline const std::vector<int>& curve_k() {

@@ -76,7 +76,8 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--predict-draft-layers", o->spec.predict_draft_layers,
                   "With --predict-shapes: layers of the random draft (default 5, as published)")
       ->check(CLI::Range(1, 64));
-  sub->add_option("--cache-type", o->cache_types, "Compare decode speed of these KV cache formats (f32,q8,q4)")
+  sub->add_option("--cache-type", o->cache_types, "Compare decode speed of these KV cache formats (f32,q8,q4); with --concurrency one format, "
+                  "the slots' KV cache (default f32, as dflash serve)")
       ->delimiter(',');
   sub->add_option("--context", o->context, "With --cache-type: tokens of context (default 4096)")
       ->check(CLI::Range(1, 1 << 22));
@@ -109,6 +110,10 @@ void add_bench_command(CLI::App& app) {
         if (o->spec.block_sizes.size() != 1) throw Error("bench --concurrency takes one --block-sizes value");
         if (o->spec.block_sizes[0] < 2 || o->spec.block_sizes[0] > 64) throw Error("--block-sizes must be 2..64");
         co.block_size = o->spec.block_sizes[0];
+      }
+      if (!o->cache_types.empty()) {  // here the slots' KV cache, not formats to compare
+        if (o->cache_types.size() != 1) throw Error("bench --concurrency takes one --cache-type value (the slots' KV cache)");
+        co.cache_type = o->cache_types[0];
       }
       co.json = s.json;
       co.vs_llamacpp = o->vs_llamacpp;

@@ -139,6 +139,24 @@ check("the table of paired medians and their intervals: a row per level with its
       r.returncode == 0 and "paired by round" in r.stdout
       and sum(1 for line in table.splitlines() if line.split()[:1] in (["1"], ["2"]) and "93.8%" in line) == 2,
       r.stdout[-1500:])
+# --cache-type with --concurrency: the slots' KV cache (one value), named in the document;
+# the default is the server's f32.
+check("the document names the slots' KV cache: f32 by default, as dflash serve", doc.get("cache_type") == "f32",
+      json.dumps({k: v for k, v in doc.items() if k != "levels"}))
+r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1,2", "--gen-tokens", str(GEN),
+         "--threads", "2", "--json", "--cache-type", "f16"])
+d16 = doc_of(r.stdout)
+check("--cache-type f16 with --concurrency: the slots run an f16 KV cache, every stream its tokens",
+      r.returncode == 0 and d16.get("cache_type") == "f16" and "KV cache" not in r.stderr
+      and [lv.get("plain", {}).get("tokens") for lv in d16.get("levels", [])] == [GEN, 2 * GEN]
+      and [lv.get("dflash", {}).get("tokens") for lv in d16.get("levels", [])] == [GEN, 2 * GEN],
+      r.stdout[-800:] + r.stderr[-500:])
+r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1", "--cache-type", "f16,q8"])
+check("--cache-type with two values and --concurrency: exit != 0, one value wanted",
+      r.returncode != 0 and "one --cache-type value" in r.stderr, r.stderr[-500:])
+r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1", "--cache-type", "f17"])
+check("--cache-type f17 with --concurrency: exit != 0 naming the type and the ones there are",
+      r.returncode != 0 and "'f17'" in r.stderr and "f16" in r.stderr, r.stderr[-500:])
 r = run(["--model", TARGET, "--draft", DRAFT, "--prompts", PROMPTS, "--concurrency", "1", "--block-sizes", "4,8"])
 check("--block-sizes with two values: exit != 0, one value wanted",
       r.returncode != 0 and "one --block-sizes value" in r.stderr, r.stderr[-500:])
