@@ -19,6 +19,7 @@
 #include "models/model_files.h"
 #include "models/model_pair.h"
 #include "util/error.h"
+#include "util/peak_rss.h"
 #include "util/timer.h"
 
 namespace dflash::bench {
@@ -53,6 +54,9 @@ void measure_steady(const std::vector<std::vector<double>>& token_times, LevelRe
   long n = 0;
   for (const auto& t : token_times)
     for (double x : t) n += x > from && x <= to;
+  // Fewer tokens than streams: they barely overlapped (seen on the demo pair: a window of 8 us
+  // holding one token of 2 streams), not a window in which all decoded.
+  if (n < long(token_times.size())) return;
   r.steady_s = to - from;
   r.steady_tokens = n;
 }
@@ -116,12 +120,16 @@ MedianInterval median_interval(std::vector<double> v) {
 
 // A slot's generator for each of `streams` slots, batched through `batcher` (speculative with
 // `draft`), with room for the longest prompt and the tokens of a request.
+int slot_context(const std::vector<std::vector<int32_t>>& prompts, const ConcurrencyBenchOptions& o) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  return int(longest) + o.gen_tokens + 32;
+}
+
 std::vector<std::unique_ptr<Generator>> make_slots(const TargetModel& target, const DFlashDraft* draft, int streams,
                                                    StepBatcher& batcher, const std::vector<std::vector<int32_t>>& prompts,
                                                    const ConcurrencyBenchOptions& o) {
-  size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const int ctx = int(longest) + o.gen_tokens + 32;
+  const int ctx = slot_context(prompts, o);
   std::vector<std::unique_ptr<Generator>> gens;
   for (int s = 0; s < streams; ++s) {
     if (draft) {
@@ -212,6 +220,68 @@ nlohmann::json to_json(const LevelResult& r) {
           {"draft_share_of_wall", r.wall_s > 0 ? r.batch.draft_pass_s / r.wall_s : 0.0}};
 }
 
+// One level: a batcher per mode and a generator a slot, kept across the rounds as a server
+// keeps them for its life (the prices of passes and draft passes measured and the batch's
+// probe account carry from round to round, and the slots' grown buffers; only the first round
+// starts cold. A fresh batcher each round, before 2026-12-07, priced every round's first
+// probes from priors: at 8 streams on the grown 1.7B pair 3 rows past 8 at 3.7-4.8 ms, 12.4 ms
+// once measured), and what its rounds measured.
+struct LevelRun {
+  int streams = 0;
+  std::unique_ptr<StepBatcher> plain_batcher, spec_batcher;
+  std::vector<std::unique_ptr<Generator>> plain_slots, spec_slots;
+  LevelResult plain, spec;          // the best round of each mode
+  double steady_best[2] = {0, 0};   // plain, speculative: the best round's all-decoding tok/s
+  // Each round's two runs back to back give a ratio of their own: the median of those is what
+  // a slow stretch of a few seconds (seen: one mode's best round 20% off the other's with
+  // identical passes) moves least. paired_latency: each round's plain mean request latency
+  // over speculative's. The wall time of a closed batch is its slowest request's; where one
+  // slot drafts and finishes early, the others (slowed by its blocks) finish later and nobody
+  // takes the freed slot, while the mean latency (what the controller's goodput serves) falls.
+  std::vector<double> paired, paired_steady, paired_latency;
+  std::vector<long> drafted_by_round;      // the speculative run's drafted tokens, round by round
+  std::vector<double> tok_s_by_round[2];   // plain, speculative: each round's tok/s end to end
+  // Each round's two runs, their work beside their time: where the speculative run drafted
+  // nothing, it read the same prompt and decode rows as the plain run (only how they fell
+  // into passes can differ, with the threads' timing), so its ratio is the machine's noise.
+  nlohmann::json by_round = nlohmann::json::array();
+};
+
+// A round of one level. Plain and speculative alternate round by round which runs first: on
+// this kind of machine the second of two back-to-back runs tends to be the slower one (clock
+// and cache state), and a fixed order put that on speculation every time.
+void run_round(LevelRun& L, int round, bool draft, const std::vector<std::vector<int32_t>>& prompts,
+               const ConcurrencyBenchOptions& o, const std::vector<int32_t>& stops) {
+  double wall[2] = {0, 0}, steady[2] = {0, 0}, latency[2] = {0, 0};
+  nlohmann::json this_round = nlohmann::json::object();
+  for (int k = 0; k < 2; ++k) {
+    const bool spec_now = (k == 0) == (round % 2 == 1);
+    if (spec_now && !draft) continue;
+    const int m = spec_now ? 1 : 0;
+    LevelResult r = run_level(spec_now ? L.spec_slots : L.plain_slots, spec_now ? *L.spec_batcher : *L.plain_batcher,
+                              prompts, o, stops);
+    wall[m] = r.wall_s;
+    steady[m] = r.steady_tok_s();
+    latency[m] = mean(r.latency_s);
+    L.tok_s_by_round[m].push_back(r.agg_tok_s());
+    if (spec_now) L.drafted_by_round.push_back(r.drafted);
+    this_round[spec_now ? "dflash" : "plain"] = round_json(r);
+    L.steady_best[m] = std::max(L.steady_best[m], r.steady_tok_s());
+    LevelResult& best = spec_now ? L.spec : L.plain;
+    if (r.wall_s < best.wall_s) best = r;
+  }
+  if (draft && wall[1] > 0) L.paired.push_back(wall[0] / wall[1]);  // the same tokens: speeds' ratio
+  if (draft && steady[0] > 0 && steady[1] > 0) L.paired_steady.push_back(steady[1] / steady[0]);
+  if (draft && latency[1] > 0) L.paired_latency.push_back(latency[0] / latency[1]);
+  this_round["first"] = (round % 2 == 1 && draft) ? "dflash" : "plain";
+  L.by_round.push_back(this_round);
+}
+
+nlohmann::json interval_json(const std::vector<double>& v) {
+  const MedianInterval mi = median_interval(v);
+  return {{"low", mi.low}, {"high", mi.high}, {"coverage", mi.coverage}};
+}
+
 // While every stream decodes (each level's best round; paired: the median of each round's
 // dflash/plain): the scaling of batched decode without the prompts' prefill.
 void print_steady_table(const nlohmann::json& levels, bool spec) {
@@ -227,6 +297,27 @@ void print_steady_table(const nlohmann::json& levels, bool spec) {
       const double d = lv.value("dflash_steady_tok_s_best", 0.0);
       std::printf(" %12.2f %7.2fx %8.2fx", d, s1 > 0 ? d / s1 : 0.0, lv.value("dflash_over_plain_steady_paired_median", 0.0));
     }
+    std::printf("\n");
+  }
+}
+
+// Each level's tok/s over the first level's, paired by round (every round runs every level):
+// the scaling with the minute's memory speed taken out, plain with its interval.
+void print_scaling_table(const nlohmann::json& levels, bool spec) {
+  std::printf("\ntok/s over the first level's (%d stream%s), paired by round (each round runs every level): the "
+              "median and, for plain, its interval (order statistics, as below)\n",
+              levels[0].value("streams", 0), levels[0].value("streams", 0) == 1 ? "" : "s");
+  std::printf("%7s %9s %21s %7s", "streams", "plain", "interval", "chance");
+  if (spec) std::printf(" %9s", "dflash");
+  std::printf("\n");
+  for (const auto& lv : levels) {
+    const auto& in = lv.at("plain_over_first_level_paired_interval");
+    std::printf("%7d %8.2fx", lv.value("streams", 0), lv.value("plain_over_first_level_paired_median", 0.0));
+    if (in.value("coverage", 0.0) > 0)
+      std::printf("   %8.2fx - %7.2fx %6.1f%%", in.value("low", 0.0), in.value("high", 0.0), 100 * in.value("coverage", 0.0));
+    else
+      std::printf(" %21s %7s", "(under 5 rounds)", "-");
+    if (spec) std::printf(" %8.2fx", lv.value("dflash_over_first_level_paired_median", 0.0));
     std::printf("\n");
   }
 }
@@ -274,79 +365,74 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     std::printf("%7s %12s %8s %12s %8s %9s %9s %8s %17s %17s\n", "streams", "plain tok/s", "vs 1", "dflash tok/s",
                 "vs 1", "dflash/", "(paired)", "accept", "plain p50/max s", "dflash p50/max s");
   }
+  // Every level's slots live through all rounds: refuse what would not fit, before loading.
+  const int ctx = slot_context(prompts, o);
+  size_t per_slot = pair.target->new_state(ctx)->bytes();
+  if (draft) per_slot += pair.target->new_state(ctx)->bytes() + draft->new_state(ctx)->bytes();
+  size_t slots = 0;
+  for (int c : o.levels) slots += size_t(c);
+  const uint64_t avail = available_memory_bytes();
+  if (avail > 0 && double(per_slot) * double(slots) > 0.75 * double(avail))
+    throw Error("bench --concurrency: the slots of every level at once (" + std::to_string(slots) + " a mode, " +
+                std::to_string(per_slot >> 20) + " MiB each with both modes) need more than 3/4 of the free memory (" +
+                std::to_string(avail >> 20) + " MiB); measure fewer levels at a time");
+  std::vector<std::unique_ptr<LevelRun>> runs;
   for (int c : o.levels) {
-    // Plain and speculative alternate round by round, so a slow stretch falls on both, and
-    // their order flips every round (plain first, then speculative first): on this kind of
-    // machine the second of two back-to-back runs tends to be the slower one (clock and cache
-    // state), and a fixed order put that on speculation every time.
-    // Besides the best of each, each round's two runs, back to back, give a ratio of their
-    // own: the median of those is what a slow stretch of a few seconds (seen: one mode's best
-    // round 20% off the other's with identical passes) moves least.
-    LevelResult plain, spec;
-    // One batcher for each mode across the level's rounds, as a server keeps one for its life:
-    // the prices of passes and draft passes measured and the batch's probe account (what its
-    // probes found) carry from round to round, and only the first round starts cold. A fresh
-    // batcher each round (before 2026-12-07) priced every round's first probes from priors: at
-    // 8 streams on the grown 1.7B pair 3 rows past 8 at 3.7-4.8 ms, 12.4 ms once measured.
-    StepBatcher plain_batcher(*pair.target), spec_batcher(*pair.target);
-    // And one generator a slot across the rounds, as a server's slots keep theirs (the buffers
-    // a slot grows for its largest block: docs/server.md).
-    auto plain_slots = make_slots(*pair.target, nullptr, c, plain_batcher, prompts, o);
-    auto spec_slots = draft ? make_slots(*pair.target, draft, c, spec_batcher, prompts, o)
-                            : std::vector<std::unique_ptr<Generator>>{};
-    double steady_best[2] = {0, 0};  // plain, speculative: the best round's all-decoding tok/s
-    // paired_latency: each round's plain mean request latency over speculative's. The wall
-    // time of a closed batch is its slowest request's; where one slot drafts and finishes
-    // early, the others (slowed by its blocks) finish later and nobody takes the freed slot,
-    // while the mean latency (what the controller's goodput serves) falls.
-    std::vector<double> paired, paired_steady, paired_latency;
-    std::vector<long> drafted_by_round;  // the speculative run's drafted tokens, round by round
-    // Each round's two runs, their work beside their time: where the speculative run drafted
-    // nothing, it read the same prompt and decode rows as the plain run (only how they fell
-    // into passes can differ, with the threads' timing), so its ratio is the machine's noise.
-    nlohmann::json by_round = nlohmann::json::array();
-    for (int round = 0; round < std::max(1, o.rounds); ++round) {
-      double wall[2] = {0, 0}, steady[2] = {0, 0}, latency[2] = {0, 0};
-      nlohmann::json this_round = nlohmann::json::object();
-      for (int k = 0; k < 2; ++k) {
-        const bool spec_now = (k == 0) == (round % 2 == 1);
-        if (spec_now && !draft) continue;
-        LevelResult r = run_level(spec_now ? spec_slots : plain_slots, spec_now ? spec_batcher : plain_batcher,
-                                  prompts, o, pair.stop_ids);
-        wall[spec_now ? 1 : 0] = r.wall_s;
-        steady[spec_now ? 1 : 0] = r.steady_tok_s();
-        latency[spec_now ? 1 : 0] = mean(r.latency_s);
-        if (spec_now) drafted_by_round.push_back(r.drafted);
-        this_round[spec_now ? "dflash" : "plain"] = round_json(r);
-        steady_best[spec_now ? 1 : 0] = std::max(steady_best[spec_now ? 1 : 0], r.steady_tok_s());
-        LevelResult& best = spec_now ? spec : plain;
-        if (r.wall_s < best.wall_s) best = r;
-      }
-      if (draft && wall[1] > 0) paired.push_back(wall[0] / wall[1]);  // the same tokens: speeds' ratio
-      if (draft && steady[0] > 0 && steady[1] > 0) paired_steady.push_back(steady[1] / steady[0]);
-      if (draft && latency[1] > 0) paired_latency.push_back(latency[0] / latency[1]);
-      this_round["first"] = (round % 2 == 1 && draft) ? "dflash" : "plain";
-      by_round.push_back(this_round);
-    }
-    const double paired_median = percentile(paired, 0.5);
-    if (c == o.levels.front()) {
+    auto L = std::make_unique<LevelRun>();
+    L->streams = c;
+    L->plain_batcher = std::make_unique<StepBatcher>(*pair.target);
+    L->spec_batcher = std::make_unique<StepBatcher>(*pair.target);
+    L->plain_slots = make_slots(*pair.target, nullptr, c, *L->plain_batcher, prompts, o);
+    if (draft) L->spec_slots = make_slots(*pair.target, draft, c, *L->spec_batcher, prompts, o);
+    runs.push_back(std::move(L));
+  }
+  // Rounds outside, levels inside: each round runs every level, ascending in even rounds and
+  // descending in odd ones, so that a level's ratio to the first level can be paired by round
+  // like dflash/plain. Levels one after the other (before 2026-12-07) put minutes between one
+  // stream and eight, and this machine's memory moves by a third between minutes: the grown
+  // 4B pair's one stream ran at 22.7 tok/s in one run and 17.7 in another, 8 streams at 77 and
+  // 74, so 8 streams made 3.39x one stream in the first and 4.18x in the second.
+  const int rounds = std::max(1, o.rounds);
+  const double t_start = now_seconds();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < runs.size(); ++i)
+      run_round(*runs[round % 2 == 0 ? i : runs.size() - 1 - i], round, draft != nullptr, prompts, o, pair.stop_ids);
+    if (!o.json && rounds > 1)
+      std::fprintf(stderr, "bench --concurrency: round %d of %d done (%.0f s)\n", round + 1, rounds, now_seconds() - t_start);
+  }
+  const LevelRun& first = *runs.front();
+  for (const auto& Lp : runs) {
+    const LevelRun& L = *Lp;
+    const int c = L.streams;
+    const LevelResult &plain = L.plain, &spec = L.spec;
+    if (&L == &first) {
       plain1 = plain.agg_tok_s();
       spec1 = draft ? spec.agg_tok_s() : 0;
     }
-    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}, {"plain_steady_tok_s_best", steady_best[0]},
-                       {"by_round", by_round}};
+    // Each round's tok/s of this level over the first level's in the same round.
+    std::vector<double> scaling[2];
+    for (int m = 0; m < (draft ? 2 : 1); ++m)
+      for (size_t r = 0; r < L.tok_s_by_round[m].size() && r < first.tok_s_by_round[m].size(); ++r)
+        if (first.tok_s_by_round[m][r] > 0) scaling[m].push_back(L.tok_s_by_round[m][r] / first.tok_s_by_round[m][r]);
+    const double paired_median = percentile(L.paired, 0.5);
+    nlohmann::json row{{"streams", c}, {"plain", to_json(plain)}, {"plain_steady_tok_s_best", L.steady_best[0]},
+                       {"plain_over_first_level_paired", scaling[0]},
+                       {"plain_over_first_level_paired_median", percentile(scaling[0], 0.5)},
+                       {"plain_over_first_level_paired_interval", interval_json(scaling[0])},
+                       {"by_round", L.by_round}};
     if (draft) {
       row["dflash"] = to_json(spec);
-      row["dflash_over_plain_paired"] = paired;  // per round, dflash tok/s over plain's
+      row["dflash_over_plain_paired"] = L.paired;  // per round, dflash tok/s over plain's
       row["dflash_over_plain_paired_median"] = paired_median;
-      const MedianInterval mi = median_interval(paired);
-      row["dflash_over_plain_paired_interval"] = {{"low", mi.low}, {"high", mi.high}, {"coverage", mi.coverage}};
-      row["dflash_steady_tok_s_best"] = steady_best[1];
-      row["dflash_over_plain_steady_paired"] = paired_steady;
-      row["dflash_over_plain_steady_paired_median"] = percentile(paired_steady, 0.5);
-      row["dflash_drafted_by_round"] = drafted_by_round;
-      row["plain_over_dflash_mean_latency_paired"] = paired_latency;
-      row["plain_over_dflash_mean_latency_paired_median"] = percentile(paired_latency, 0.5);
+      row["dflash_over_plain_paired_interval"] = interval_json(L.paired);
+      row["dflash_over_first_level_paired"] = scaling[1];
+      row["dflash_over_first_level_paired_median"] = percentile(scaling[1], 0.5);
+      row["dflash_steady_tok_s_best"] = L.steady_best[1];
+      row["dflash_over_plain_steady_paired"] = L.paired_steady;
+      row["dflash_over_plain_steady_paired_median"] = percentile(L.paired_steady, 0.5);
+      row["dflash_drafted_by_round"] = L.drafted_by_round;
+      row["plain_over_dflash_mean_latency_paired"] = L.paired_latency;
+      row["plain_over_dflash_mean_latency_paired_median"] = percentile(L.paired_latency, 0.5);
     }
     levels.push_back(row);
     if (o.json) continue;
@@ -363,6 +449,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     std::fflush(stdout);
   }
   if (!o.json && !levels.empty()) print_steady_table(levels, draft != nullptr);
+  if (!o.json && !levels.empty()) print_scaling_table(levels, draft != nullptr);
   if (!o.json && !levels.empty() && draft) print_interval_table(levels);
   nlohmann::json peer;
   if (o.vs_llamacpp) {

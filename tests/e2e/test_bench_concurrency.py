@@ -84,6 +84,17 @@ check("the all-decoding tok/s: each level's best round per mode, a paired ratio 
           and all(x > 0 for x in lv.get("dflash_over_plain_steady_paired", [0]))
           and lv.get("dflash_drafted_by_round") == [lv["dflash"]["drafted"]] * doc["rounds"]
           for lv in doc.get("levels", [])), json.dumps(doc.get("levels", []))[:800])
+check("the scaling paired by round: each level's tok/s over the first level's in the same round, one a round "
+      "(the first level's all 1), their median, and no interval of 2 rounds",
+      all(len(lv.get("plain_over_first_level_paired", [])) == doc["rounds"]
+          and len(lv.get("dflash_over_first_level_paired", [])) == doc["rounds"]
+          and all(x > 0 and math.isfinite(x) for x in lv["plain_over_first_level_paired"] + lv["dflash_over_first_level_paired"])
+          and math.isclose(lv.get("plain_over_first_level_paired_median", -1),
+                           statistics.median(lv["plain_over_first_level_paired"]), rel_tol=1e-9)
+          and lv.get("plain_over_first_level_paired_interval", {}).get("coverage", -1) == 0
+          for lv in doc.get("levels", []))
+      and doc["levels"][0]["plain_over_first_level_paired"] == [1.0, 1.0]
+      and doc["levels"][0]["dflash_over_first_level_paired"] == [1.0, 1.0], json.dumps(doc.get("levels", []))[:800])
 check("the mean request latency: a paired plain/dflash ratio per round, and their median",
       all(len(lv.get("plain_over_dflash_mean_latency_paired", [])) == doc["rounds"]
           and all(x > 0 and math.isfinite(x) for x in lv["plain_over_dflash_mean_latency_paired"])
@@ -139,6 +150,12 @@ check("the table of paired medians and their intervals: a row per level with its
       r.returncode == 0 and "paired by round" in r.stdout
       and sum(1 for line in table.splitlines() if line.split()[:1] in (["1"], ["2"]) and "93.8%" in line) == 2,
       r.stdout[-1500:])
+scaling = r.stdout.split("over the first level's (1 stream), paired by round")[-1].split("dflash/plain paired")[0]
+check("the table of the scaling paired by round: a row per level with its interval's chance, the first level 1.00x",
+      r.returncode == 0 and "each round runs every level" in r.stdout
+      and sum(1 for line in scaling.splitlines() if line.split()[:1] in (["1"], ["2"]) and "93.8%" in line) == 2
+      and any(line.split()[:2] == ["1", "1.00x"] for line in scaling.splitlines()), r.stdout[-1500:])
+check("a progress line a round on stderr (round 5 of 5 the last)", "round 5 of 5 done" in r.stderr, r.stderr[-500:])
 # --cache-type with --concurrency: the slots' KV cache (one value), named in the document;
 # the default is the server's f32.
 check("the document names the slots' KV cache: f32 by default, as dflash serve", doc.get("cache_type") == "f32",
@@ -162,7 +179,7 @@ check("--block-sizes with two values: exit != 0, one value wanted",
       r.returncode != 0 and "one --block-sizes value" in r.stderr, r.stderr[-500:])
 
 r = run(["--model", TARGET, "--prompts", PROMPTS, "--concurrency", "1,2,4", "--gen-tokens", str(GEN), "--threads", "2"])
-tables = r.stdout.split("while all streams decode")
+tables = r.stdout.split("over the first level's")[0].split("while all streams decode")
 check("the tables without a draft: one row per level in each (end to end, then all decoding)", r.returncode == 0 and
       len(tables) == 2 and all(sum(1 for line in t.splitlines() if line.strip().split(" ")[0] in ("1", "2", "4")) == 3
                                for t in tables), r.stdout[-1500:])
