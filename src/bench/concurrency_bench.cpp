@@ -365,7 +365,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
     std::printf("%7s %12s %8s %12s %8s %9s %9s %8s %17s %17s\n", "streams", "plain tok/s", "vs 1", "dflash tok/s",
                 "vs 1", "dflash/", "(paired)", "accept", "plain p50/max s", "dflash p50/max s");
   }
-  // Every level's slots live through all rounds: refuse what would not fit, before loading.
+  // Every level's slots live through all rounds: refuse what would not fit before making them.
   const int ctx = slot_context(prompts, o);
   size_t per_slot = pair.target->new_state(ctx)->bytes();
   if (draft) per_slot += pair.target->new_state(ctx)->bytes() + draft->new_state(ctx)->bytes();
@@ -374,7 +374,7 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   const uint64_t avail = available_memory_bytes();
   if (avail > 0 && double(per_slot) * double(slots) > 0.75 * double(avail))
     throw Error("bench --concurrency: the slots of every level at once (" + std::to_string(slots) + " a mode, " +
-                std::to_string(per_slot >> 20) + " MiB each with both modes) need more than 3/4 of the free memory (" +
+                std::to_string(per_slot >> 20) + " MiB a slot in every mode) need more than 3/4 of the free memory (" +
                 std::to_string(avail >> 20) + " MiB); measure fewer levels at a time");
   std::vector<std::unique_ptr<LevelRun>> runs;
   for (int c : o.levels) {
