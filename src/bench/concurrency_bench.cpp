@@ -301,6 +301,15 @@ void print_steady_table(const nlohmann::json& levels, bool spec) {
   }
 }
 
+// An interval's cells (median_interval's, as JSON): low - high and its chance, or none.
+void print_interval_cells(const nlohmann::json& in, int decimals) {
+  if (in.value("coverage", 0.0) > 0)
+    std::printf("   %8.*fx - %7.*fx %6.1f%%", decimals, in.value("low", 0.0), decimals, in.value("high", 0.0),
+                100 * in.value("coverage", 0.0));
+  else
+    std::printf(" %21s %7s", "(under 5 rounds)", "-");
+}
+
 // Each level's tok/s over the first level's, paired by round (every round runs every level):
 // the scaling with the minute's memory speed taken out, plain with its interval.
 void print_scaling_table(const nlohmann::json& levels, bool spec) {
@@ -311,12 +320,8 @@ void print_scaling_table(const nlohmann::json& levels, bool spec) {
   if (spec) std::printf(" %9s", "dflash");
   std::printf("\n");
   for (const auto& lv : levels) {
-    const auto& in = lv.at("plain_over_first_level_paired_interval");
     std::printf("%7d %8.2fx", lv.value("streams", 0), lv.value("plain_over_first_level_paired_median", 0.0));
-    if (in.value("coverage", 0.0) > 0)
-      std::printf("   %8.2fx - %7.2fx %6.1f%%", in.value("low", 0.0), in.value("high", 0.0), 100 * in.value("coverage", 0.0));
-    else
-      std::printf(" %21s %7s", "(under 5 rounds)", "-");
+    print_interval_cells(lv.at("plain_over_first_level_paired_interval"), 2);
     if (spec) std::printf(" %8.2fx", lv.value("dflash_over_first_level_paired_median", 0.0));
     std::printf("\n");
   }
@@ -328,12 +333,8 @@ void print_interval_table(const nlohmann::json& levels) {
               "chance shown (order statistics)\n");
   std::printf("%7s %9s %21s %7s %s\n", "streams", "median", "interval", "chance", "rounds");
   for (const auto& lv : levels) {
-    const auto& in = lv.at("dflash_over_plain_paired_interval");
     std::printf("%7d %8.3fx", lv.value("streams", 0), lv.value("dflash_over_plain_paired_median", 0.0));
-    if (in.value("coverage", 0.0) > 0)
-      std::printf("   %8.3fx - %7.3fx %6.1f%%", in.value("low", 0.0), in.value("high", 0.0), 100 * in.value("coverage", 0.0));
-    else
-      std::printf(" %21s %7s", "(under 5 rounds)", "-");
+    print_interval_cells(lv.at("dflash_over_plain_paired_interval"), 3);
     std::printf(" %zu\n", lv.at("dflash_over_plain_paired").size());
   }
 }
@@ -367,8 +368,8 @@ nlohmann::json run_concurrency_bench(const ConcurrencyBenchOptions& o) {
   }
   // Every level's slots live through all rounds: refuse what would not fit before making them.
   const int ctx = slot_context(prompts, o);
-  size_t per_slot = pair.target->new_state(ctx)->bytes();
-  if (draft) per_slot += pair.target->new_state(ctx)->bytes() + draft->new_state(ctx)->bytes();
+  const size_t target_slot = pair.target->new_state(ctx)->bytes();  // a plain slot; a speculative one adds the draft's
+  const size_t per_slot = target_slot + (draft ? target_slot + draft->new_state(ctx)->bytes() : 0);
   size_t slots = 0;
   for (int c : o.levels) slots += size_t(c);
   const uint64_t avail = available_memory_bytes();
